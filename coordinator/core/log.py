@@ -1,0 +1,74 @@
+"""The record log the core writes to, and an in-memory implementation.
+
+Contract of ``RecordLog.append(records, on_done)``:
+
+* records of successive calls are persisted in call order (a batch may merge several calls into one transaction);
+* ``on_done(None)`` is called once all of them are durable, ``on_done(error)`` with a Kafka ``ErrorCode`` (already
+  mapped, e.g. COORDINATOR_NOT_AVAILABLE) if they could not be written; never both, never twice;
+* ``on_done`` MAY run synchronously inside ``append`` (the in-memory log does), so callers call ``append`` as the
+  last step of an operation, after every in-memory change it depends on;
+* ``on_done`` is optional: history records are appended without waiting (joins and heartbeats never wait on
+  storage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from protocol.errors import ErrorCode
+
+from .records import Record
+
+OnDone = Callable[[ErrorCode | None], None]
+
+
+class RecordLog(Protocol):
+    def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None: ...
+
+
+class MemoryLog:
+    """In-memory log. ``auto_commit`` completes writes at once; otherwise tests call ``commit()`` / ``fail()``."""
+
+    def __init__(self, *, auto_commit: bool = True, keep: bool = True) -> None:
+        self.auto_commit = auto_commit
+        self.keep = keep
+        self.records: list[Record] = []
+        self._pending: list[tuple[Sequence[Record], OnDone | None]] = []
+
+    def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None:
+        if self.auto_commit:
+            if self.keep:
+                self.records.extend(records)
+            if on_done is not None:
+                on_done(None)
+        else:
+            self._pending.append((records, on_done))
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def commit(self) -> None:
+        """Make every pending write durable, in order."""
+        pending, self._pending = self._pending, []
+        for records, on_done in pending:
+            if self.keep:
+                self.records.extend(records)
+            if on_done is not None:
+                on_done(None)
+
+    def fail(self, error: ErrorCode = ErrorCode.coordinator_not_available) -> None:
+        """Fail every pending write with ``error``."""
+        pending, self._pending = self._pending, []
+        for _records, on_done in pending:
+            if on_done is not None:
+                on_done(error)
+
+    def take(self) -> list[Record]:
+        """Return and forget the records written so far (tests assert exact record lists)."""
+        out, self.records = self.records, []
+        return out
+
+    def of_type(self, *types: type) -> list[Record]:
+        return [r for r in self.records if isinstance(r, types)]

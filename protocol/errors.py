@@ -1,0 +1,42 @@
+"""Kafka error codes and the protocol-level exceptions of this package.
+
+``ErrorCode`` is kio's table (generated from Kafka's ``Errors.java``): every Kafka number with its
+``retriable`` flag. We re-export it rather than keep a second copy that could drift.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+__all__ = [
+    "ErrorCode",
+    "FrameTooLarge",
+    "MalformedFrame",
+    "ProtocolError",
+    "UnsupportedApi",
+]
+
+
+class ProtocolError(Exception):
+    """The remote peer broke the wire protocol. The connection that sent it is at fault, nobody else."""
+
+
+class FrameTooLarge(ProtocolError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
+class MalformedFrame(ProtocolError):
+    """A frame whose header or body could not be decoded."""
+
+
+class UnsupportedApi(ProtocolError):
+    """An api key or version this server does not serve. Carries what is needed to answer it."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api key {api_key} version {api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id

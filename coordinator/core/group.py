@@ -24,6 +24,7 @@ States, with how each request is answered ("action") and where the group can go 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -31,7 +32,7 @@ from protocol.consumer_protocol import subscription_topics
 from protocol.errors import ErrorCode
 
 from .deferred import Deferred
-from .messages import JoinGroupResult, SyncGroupResult
+from .messages import JoinGroupMember, JoinGroupResult, SyncGroupResult
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -96,6 +97,10 @@ class Member:
     is_new: bool = True
     joined_at_ms: int = 0
     last_heartbeat_ms: int = 0
+    # Session-timer plumbing, built once per member by the GroupManager so that a heartbeat allocates nothing:
+    # the timer key ``heartbeat-<group>-<member>`` and the expiry operation bound to this group and member id.
+    heartbeat_key: str = ""
+    expire_op: Callable[[], None] | None = None
 
     @property
     def is_static(self) -> bool:
@@ -126,6 +131,14 @@ class Member:
             if name == protocol:
                 return meta
         raise KeyError(protocol)
+
+    def metadata_or_empty(self, protocol: str | None) -> bytes:
+        if protocol is None:
+            return b""
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
 
     def vote(self, candidates: set[str]) -> str:
         for name, _ in self.protocols:
@@ -211,6 +224,8 @@ class ClassicGroup:
         self.pending_join_members.discard(member.member_id)
 
     def remove(self, member_id: str) -> Member | None:
+        """Forget a member (or a pending MEMBER_ID_REQUIRED id). Parked replies are the caller's business."""
+        self.pending_join_members.discard(member_id)
         member = self.members.pop(member_id, None)
         if member is None:
             return None
@@ -244,7 +259,8 @@ class ClassicGroup:
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        # A duplicate JoinGroup replaces the parked handle; the earlier request is never answered (as in Kafka).
+        # A duplicate JoinGroup replaces the parked handle. Kafka never answers the earlier request; the
+        # GroupManager answers it (REBALANCE_IN_PROGRESS) before calling this so that no reply is left dangling.
         if join_reply is not None and not member.is_awaiting_join:
             self.num_members_awaiting_join += 1
         elif join_reply is None and member.is_awaiting_join:
@@ -265,6 +281,81 @@ class ClassicGroup:
             return
         member.sync_reply = None
         reply.resolve(result)
+
+    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> Member:
+        """Kafka's replaceStaticMember: the same instance comes back under a new member id.
+
+        The old member's parked JoinGroup/SyncGroup are answered FENCED_INSTANCE_ID; the new member copies the old
+        one's identity, timeouts, protocols and assignment, takes over leadership and the instance mapping. The old
+        id's place in ``pending_sync_members`` goes to the new id (Kafka leaves the stale id there, which would make
+        the pending-sync timer rebalance a Stable group for a member that no longer exists).
+        """
+        old = self.members.pop(old_member_id, None)
+        if old is None:
+            raise KeyError(old_member_id)
+        if old.join_reply is not None:
+            self.num_members_awaiting_join -= 1
+            reply, old.join_reply = old.join_reply, None
+            reply.resolve(JoinGroupResult(error=ErrorCode.fenced_instance_id, member_id=old_member_id))
+        if old.sync_reply is not None:
+            sync, old.sync_reply = old.sync_reply, None
+            sync.resolve(SyncGroupResult(error=ErrorCode.fenced_instance_id))
+        new = Member(
+            member_id=new_member_id,
+            group_instance_id=old.group_instance_id,
+            client_id=old.client_id,
+            client_host=old.client_host,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            session_timeout_ms=old.session_timeout_ms,
+            protocol_type=old.protocol_type,
+            protocols=old.protocols,
+            assignment=old.assignment,
+            is_new=False,
+            joined_at_ms=old.joined_at_ms,
+            last_heartbeat_ms=old.last_heartbeat_ms,
+        )
+        self.members[new_member_id] = new
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        self.static_members[group_instance_id] = new_member_id
+        if old_member_id in self.pending_sync_members:
+            self.pending_sync_members.discard(old_member_id)
+            self.pending_sync_members.add(new_member_id)
+        return new
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: keep a leader that rejoined, else pick the first member that did."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.is_awaiting_join:
+            return True
+        for member in self.members.values():
+            if member.is_awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    def init_next_generation(self, now_ms: int) -> None:
+        """Kafka's initNextGeneration: generation + 1, then CompletingRebalance (protocol selected) or Empty."""
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.compute_subscribed_topics()
+            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.compute_subscribed_topics()
+            self.transition_to(GroupState.EMPTY, now_ms)
+        self.pending_sync_members.clear()
+
+    def current_members(self) -> list[JoinGroupMember]:
+        """The leader's member list: every member (static absentees too) with its selected-protocol metadata."""
+        protocol = self.protocol_name
+        return [
+            JoinGroupMember(m.member_id, m.group_instance_id, m.metadata_or_empty(protocol))
+            for m in self.members.values()
+        ]
 
     def has_all_members_joined(self) -> bool:
         return len(self.members) == self.num_members_awaiting_join and not self.pending_join_members

@@ -1,0 +1,24 @@
+"""The operator HTTP API (aiohttp): groups, offsets, history, actions, topics, health, metrics and the dashboard.
+
+Public interface: ``create_http_app``, ``start_http`` / ``HttpServer.stop``, ``parse_listen``, the ``keys`` module
+(typed ``web.AppKey``s), ``MemoryHistory`` + ``TapLog`` (history fed from the record log) and ``MemoryTopics``.
+"""
+
+from .app import HttpServer, create_http_app, parse_listen, start_http, stop_http
+from .deps import CoreFacade, MemoryTopics, ReadyState, TopicRegistry
+from .history import HistorySource, MemoryHistory, TapLog
+
+__all__ = [
+    "CoreFacade",
+    "HistorySource",
+    "HttpServer",
+    "MemoryHistory",
+    "MemoryTopics",
+    "ReadyState",
+    "TapLog",
+    "TopicRegistry",
+    "create_http_app",
+    "parse_listen",
+    "start_http",
+    "stop_http",
+]

@@ -1,0 +1,108 @@
+"""What the operator API needs from the rest of the daemon, as structural protocols.
+
+``coordinator.core.coordinator.GroupCoordinator`` satisfies ``CoreFacade``; the server's topic registry satisfies
+``TopicRegistry`` (``MemoryTopics`` is the in-memory one); ``HistorySource`` is in ``coordinator.http.history``.
+Keeping these as protocols lets the HTTP layer be built and tested against the real core without importing the
+asyncio daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from coordinator.core.deferred import Deferred
+from coordinator.core.group import ClassicGroup
+from coordinator.core.messages import DeleteGroupResult, OffsetCommitRequest, OffsetCommitResult
+from protocol.errors import ErrorCode
+
+T = TypeVar("T")
+
+
+class GroupsView(Protocol):
+    def group(self, group_id: str) -> ClassicGroup | None: ...
+
+    def all_groups(self) -> Iterable[ClassicGroup]: ...
+
+    def remove_static_member(self, group_id: str, instance_id: str, reason: str | None) -> Deferred[ErrorCode]: ...
+
+
+class CommittedOffsetView(Protocol):
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None
+
+
+class OffsetsView(Protocol):
+    def committed(self, group_id: str) -> Mapping[tuple[str, int], CommittedOffsetView]: ...
+
+    def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResult]: ...
+
+
+class CoreFacade(Protocol):
+    @property
+    def groups(self) -> GroupsView: ...
+
+    @property
+    def offsets(self) -> OffsetsView: ...
+
+    def delete_groups(self, group_ids: list[str]) -> Deferred[list[DeleteGroupResult]]: ...
+
+
+class TopicRegistry(Protocol):
+    def partitions(self, topic: str) -> int | None:
+        """The partition count of a registered topic, None if unknown."""
+        ...
+
+    def all_topics(self) -> Mapping[str, int]: ...
+
+    def register(self, topic: str, partitions: int) -> None: ...
+
+
+class MemoryTopics:
+    def __init__(self, topics: Mapping[str, int] | None = None) -> None:
+        self._topics: dict[str, int] = dict(topics or {})
+
+    def partitions(self, topic: str) -> int | None:
+        return self._topics.get(topic)
+
+    def all_topics(self) -> Mapping[str, int]:
+        return self._topics
+
+    def register(self, topic: str, partitions: int) -> None:
+        self._topics[topic] = partitions
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyState:
+    ready: bool
+    detail: str
+
+
+ReadinessProbe = Callable[[], Awaitable[ReadyState]]
+
+
+class DeferredTimeout(Exception):
+    """A core operation did not complete in time (storage too slow or unreachable)."""
+
+
+async def wait_deferred(d: Deferred[T], timeout_s: float = 30.0) -> T:
+    """Await a core ``Deferred`` on the running loop (it completes on this loop, from a storage callback)."""
+    if d.done:
+        return d.result()
+    fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def complete(value: T) -> None:
+        if not fut.done():
+            fut.set_result(value)
+
+    d.add_callback(complete)
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await fut
+    except TimeoutError as e:
+        raise DeferredTimeout from e

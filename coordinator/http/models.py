@@ -1,0 +1,340 @@
+"""Pydantic models of every body and query of the operator HTTP API; the OpenAPI document is generated from them.
+
+Times are epoch milliseconds (``*_ms``) like everything the coordinator stores; durations are milliseconds too.
+Query models validate the query string (unknown parameters are ignored, wrong types are a 400).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+# Kafka's limits on names: group ids are any non-empty string; topic names are legal Kafka topic names.
+TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+MAX_PAGE = 1000
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ------------------------------------------------------------------------------------------------------- errors
+
+
+class ErrorBody(Out):
+    """Every 4xx/5xx answer."""
+
+    error: str = Field(description="What went wrong, for a human.")
+    status: int = Field(description="The HTTP status, repeated.")
+    details: list[dict[str, object]] | None = Field(default=None, description="Validation errors, when any.")
+
+
+# ------------------------------------------------------------------------------------------------------ queries
+
+
+class GroupStateName(StrEnum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class PageQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="Page size.")] = 100
+    offset: Annotated[int, Field(ge=0, le=2**31 - 1, description="Items to skip.")] = 0
+
+
+class GroupsQuery(PageQuery):
+    state: list[GroupStateName] | None = Field(
+        default=None, description="Only groups in these states (repeat the parameter or separate with commas)."
+    )
+    protocol_type: str | None = Field(default=None, description='Only groups of this protocol type ("" = none).')
+
+
+class TimeRangeQuery(PageQuery):
+    since: datetime | None = Field(
+        default=None, description="From this instant, inclusive (ISO 8601, or epoch seconds/milliseconds)."
+    )
+    until: datetime | None = Field(default=None, description="Up to this instant, exclusive.")
+
+
+# ------------------------------------------------------------------------------------------------------- groups
+
+
+class GroupSummary(Out):
+    group_id: str
+    state: GroupStateName
+    protocol_type: str = Field(description='"" when the group has none (offsets-only "simple" group).')
+    protocol: str | None = Field(description="The selected protocol (assignor) name.")
+    generation_id: int
+    members: int = Field(description="Member count.")
+
+
+class GroupList(Out):
+    groups: list[GroupSummary]
+    total: int = Field(description="Groups matching the filter, before paging.")
+    limit: int
+    offset: int
+
+
+class ConsumerSubscription(Out):
+    """The decoded ``consumer`` protocol metadata of the selected protocol."""
+
+    topics: list[str]
+
+
+class MemberView(Out):
+    member_id: str
+    group_instance_id: str | None = Field(description="Set for static members (KIP-345).")
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    since_last_heartbeat_ms: int = Field(description="Milliseconds since the member's last heartbeat.")
+    protocols: list[str] = Field(description="Protocol (assignor) names the member supports, by preference.")
+    subscription: list[str] | None = Field(
+        default=None, description="consumer protocol only: the subscribed topics (selected protocol's metadata)."
+    )
+    assignment: dict[str, list[int]] | None = Field(
+        default=None, description="consumer protocol only: the assigned partitions by topic."
+    )
+    decode_error: str | None = Field(default=None, description="Why subscription/assignment could not be decoded.")
+
+
+class GroupDetail(Out):
+    group_id: str
+    state: GroupStateName
+    state_since_ms: int = Field(description="When the group entered its state.")
+    protocol_type: str
+    protocol: str | None
+    generation_id: int
+    leader: str | None
+    members: list[MemberView]
+
+
+# ------------------------------------------------------------------------------------------------------ offsets
+
+
+class CommittedOffset(Out):
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = Field(description="-1 when none.")
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None = Field(description="Only for commits with an explicit retention time.")
+
+
+class GroupOffsets(Out):
+    group_id: str
+    offsets: list[CommittedOffset]
+
+
+class CommitEntry(Out):
+    """One partition of one OffsetCommit, as the commit log keeps it."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    member_id: str = Field(description='"" for admin commits.')
+    generation_id: int = Field(description="-1 for admin commits (offset resets, simple groups).")
+    admin: bool = Field(description="An admin commit (generation -1, no member).")
+
+
+class CommitLog(Out):
+    group_id: str
+    commits: list[CommitEntry] = Field(description="Newest first.")
+    total: int
+    limit: int
+    offset: int
+
+
+# ---------------------------------------------------------------------------------------------------- rebalances
+
+
+class MemberIn(Out):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    timestamp_ms: int
+
+
+class MemberOut(Out):
+    member_id: str
+    group_instance_id: str | None
+    cause: str = Field(description="left, admin, session_timeout, join_timeout, sync_timeout, fenced, ...")
+    reason: str | None
+    timestamp_ms: int
+
+
+class PartitionMove(Out):
+    topic: str
+    partition: int
+    from_member: str | None = Field(description="None: the partition was not assigned before.")
+    to_member: str | None = Field(description="None: the partition is no longer assigned.")
+
+
+class RebalanceOutcome(StrEnum):
+    STABLE = "stable"  # the leader's assignment was persisted
+    EMPTY = "empty"  # the join phase ended with no members
+    RESTARTED = "restarted"  # a new rebalance started before this one finished
+    IN_PROGRESS = "in_progress"
+    DELETED = "deleted"  # the group was deleted
+
+
+class RebalanceView(Out):
+    group_id: str
+    cause: str = Field(description="new_member, member_left, session_timeout, admin_action, ...")
+    reason: str | None = Field(description="The client's KIP-800 reason or a short detail.")
+    member_id: str | None = Field(description="The member whose action caused it, when there is one.")
+    group_instance_id: str | None
+    previous_state: str
+    from_generation: int
+    to_generation: int | None
+    started_ms: int
+    join_completed_ms: int | None
+    stabilized_ms: int | None
+    join_duration_ms: int | None
+    sync_duration_ms: int | None
+    duration_ms: int | None = Field(description="Start to Stable (or to the end of the join phase when Empty).")
+    outcome: RebalanceOutcome
+    protocol: str | None
+    leader: str | None
+    members: list[str] = Field(description="Members of the new generation.")
+    members_in: list[MemberIn]
+    members_out: list[MemberOut]
+    partitions_moved: list[PartitionMove] | None = Field(
+        description="consumer protocol only, once Stable: partitions whose owner changed."
+    )
+
+
+class RebalanceHistory(Out):
+    group_id: str
+    rebalances: list[RebalanceView] = Field(description="Newest first.")
+    total: int
+    limit: int
+    offset: int
+
+
+# ------------------------------------------------------------------------------------------------------- topics
+
+
+class TopicView(Out):
+    name: str
+    partitions: int
+
+
+class TopicList(Out):
+    topics: list[TopicView]
+
+
+class TopicCreate(Body):
+    name: Annotated[str, Field(pattern=TOPIC_NAME_PATTERN, description="A legal Kafka topic name.")]
+    partitions: Annotated[int, Field(ge=1, le=100_000)]
+
+
+# ------------------------------------------------------------------------------------------------------ actions
+
+
+class ResetStrategy(StrEnum):
+    TO_EARLIEST = "to-earliest"
+    TO_LATEST = "to-latest"
+    TO_CURRENT = "to-current"
+    TO_OFFSET = "to-offset"
+    SHIFT_BY = "shift-by"
+    TO_DATETIME = "to-datetime"
+    BY_DURATION = "by-duration"
+
+
+class TopicSelection(Body):
+    topic: Annotated[str, Field(min_length=1, max_length=249)]
+    partitions: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] | None = Field(
+        default=None, description="Omit for every partition of the topic."
+    )
+
+
+class OffsetResetRequest(Body):
+    """``kafka-consumer-groups.sh --reset-offsets``. This service stores no messages: earliest = latest = 0."""
+
+    strategy: ResetStrategy
+    topics: list[TopicSelection] | None = Field(default=None, description="The partitions to reset (--topic).")
+    all_topics: bool = Field(default=False, description="Every partition the group has committed (--all-topics).")
+    to_offset: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = Field(default=None, description="to-offset")
+    shift_by: Annotated[int, Field(ge=-(2**62), le=2**62)] | None = Field(default=None, description="shift-by")
+    to_datetime: AwareDatetime | None = Field(
+        default=None, description="to-datetime: the offsets the group had committed at this instant."
+    )
+    by_duration: Annotated[timedelta, Field(ge=timedelta(0), le=timedelta(days=36_500))] | None = Field(
+        default=None, description="by-duration (ISO 8601, e.g. PT1H): to-datetime of now minus this duration."
+    )
+    execute: bool = Field(default=False, description="Apply the plan. Without it the answer is a dry run.")
+
+    @model_validator(mode="after")
+    def _check(self) -> OffsetResetRequest:
+        if self.all_topics == (self.topics is not None):
+            raise ValueError("give exactly one of topics and all_topics")
+        needs: dict[ResetStrategy, str] = {
+            ResetStrategy.TO_OFFSET: "to_offset",
+            ResetStrategy.SHIFT_BY: "shift_by",
+            ResetStrategy.TO_DATETIME: "to_datetime",
+            ResetStrategy.BY_DURATION: "by_duration",
+        }
+        for strategy, name in needs.items():
+            given = getattr(self, name) is not None
+            if given and strategy is not self.strategy:
+                raise ValueError(f"{name} only applies to {strategy.value}")
+            if strategy is self.strategy and not given:
+                raise ValueError(f"{strategy.value} needs {name}")
+        return self
+
+
+class PartitionReset(Out):
+    topic: str
+    partition: int
+    current_offset: int | None = Field(description="The committed offset before the reset (None: none).")
+    new_offset: int
+    error: str | None = Field(default=None, description="The Kafka error of the commit, when executed and refused.")
+
+
+class OffsetResetResult(Out):
+    group_id: str
+    strategy: ResetStrategy
+    dry_run: bool
+    partitions: list[PartitionReset]
+
+
+class DeletedGroup(Out):
+    group_id: str
+    deleted: Literal[True] = True
+
+
+class RemovedMember(Out):
+    group_id: str
+    group_instance_id: str
+    removed: Literal[True] = True
+
+
+# ------------------------------------------------------------------------------------------------------- health
+
+
+class Health(Out):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(Out):
+    ready: bool
+    detail: str

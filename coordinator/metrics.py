@@ -1,0 +1,284 @@
+"""Prometheus metrics: hot-path hooks for the server and storage, and metrics derived from the record log.
+
+Rules of this module:
+
+* Everything lives in one ``CollectorRegistry`` per ``Metrics`` instance (not the process-global default), so tests
+  and several daemons in one process never collide.
+* Hooks called on the hot path (``observe_request``, ``observe_storage_write``) cost one dict lookup plus one
+  prometheus observation: label children are cached per key, nothing is proportional to the number of groups.
+* Rebalance, member-removal and offset-commit metrics are derived from the records the core appends (the records are
+  the source of truth), through ``MetricsLog``, a ``RecordLog`` wrapper that observes each batch as it is appended.
+* Group gauges (groups by state, members) are computed at scrape time from the live core, so joins and heartbeats
+  pay nothing for them.
+* Per-group labels (``group``) can be switched off for cardinality; the totals stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from coordinator.core.log import OnDone, RecordLog
+from coordinator.core.records import (
+    GroupStabilized,
+    GroupTombstone,
+    JoinPhaseCompleted,
+    MemberRemoved,
+    OffsetCommitRecord,
+    RebalanceStarted,
+    Record,
+)
+from protocol.errors import ErrorCode
+
+__all__ = ["API_NAMES", "CONTENT_TYPE_LATEST", "Metrics", "MetricsLog", "api_name"]
+
+# Kafka api keys -> names (the ones a group coordinator sees; anything else is labelled with its number).
+API_NAMES: dict[int, str] = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    17: "SaslHandshake",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    22: "InitProducerId",
+    28: "TxnOffsetCommit",
+    32: "DescribeConfigs",
+    36: "SaslAuthenticate",
+    42: "DeleteGroups",
+    47: "OffsetDelete",
+    60: "DescribeCluster",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
+}
+
+_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+
+# Rebalances take from milliseconds (a static member rejoining) to minutes (rebalance timeouts).
+_REBALANCE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+_REQUEST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30, 300)
+_BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000)
+_WRITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10)
+
+
+def api_name(api_key: int | str) -> str:
+    if isinstance(api_key, str):
+        return api_key
+    return API_NAMES.get(api_key, str(api_key))
+
+
+class _GroupsCollector(Collector):
+    """Groups by state and member counts, read from the live core at scrape time."""
+
+    def __init__(self, source: Callable[[], Iterable[Any]], per_group: bool) -> None:
+        self._source = source
+        self._per_group = per_group
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # computed at scrape time; describing would call the source at registration
+
+    def collect(self) -> Iterator[Metric]:
+        by_state = dict.fromkeys(_STATES, 0)
+        members_total = 0
+        per_group = GaugeMetricFamily(
+            "kgc_group_members", "Members of each group (per-group label; can be switched off).", labels=["group"]
+        )
+        for group in self._source():
+            state = getattr(group.state, "value", str(group.state))
+            by_state[state] = by_state.get(state, 0) + 1
+            n = len(group.members)
+            members_total += n
+            if self._per_group:
+                per_group.add_metric([group.group_id], n)
+        groups = GaugeMetricFamily("kgc_groups", "Groups by state.", labels=["state"])
+        for state, count in by_state.items():
+            groups.add_metric([state], count)
+        yield groups
+        yield GaugeMetricFamily("kgc_members", "Members of all groups.", value=members_total)
+        if self._per_group:
+            yield per_group
+
+
+class Metrics:
+    """The daemon's metrics. Create one per process (or per test) and pass it to the server, storage and HTTP app."""
+
+    def __init__(self, *, per_group_labels: bool = True, registry: CollectorRegistry | None = None) -> None:
+        self.per_group_labels = per_group_labels
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
+        g: list[str] = ["group"] if per_group_labels else []
+        r = self.registry
+        self.requests = Counter(
+            "kgc_requests", "Kafka requests handled, by API and error code.", ["api", "error"], registry=r
+        )
+        self.request_seconds = Histogram(
+            "kgc_request_seconds",
+            "Time from a request's arrival to its response (parked Join/Sync included), by API.",
+            ["api"],
+            buckets=_REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.connections = Gauge("kgc_connections", "Open Kafka client connections.", registry=r)
+        self.rebalances = Counter("kgc_rebalances", "Rebalances started, by cause.", ["cause", *g], registry=r)
+        self.rebalance_seconds = Histogram(
+            "kgc_rebalance_duration_seconds",
+            "Rebalance duration from PreparingRebalance to Stable.",
+            g,
+            buckets=_REBALANCE_BUCKETS,
+            registry=r,
+        )
+        self.rebalance_phase_seconds = Histogram(
+            "kgc_rebalance_phase_duration_seconds",
+            "Duration of each rebalance phase: join (until the new generation) and sync (until Stable).",
+            ["phase"],
+            buckets=_REBALANCE_BUCKETS,
+            registry=r,
+        )
+        self.member_removals = Counter(
+            "kgc_member_removals", "Members removed from groups, by cause.", ["cause", *g], registry=r
+        )
+        self.groups_deleted = Counter("kgc_groups_removed", "Groups removed, by cause.", ["cause"], registry=r)
+        self.offset_commits = Counter(
+            "kgc_offset_commits",
+            "Partition offsets committed (durably), by kind: member or admin (generation -1).",
+            ["kind", *g],
+            registry=r,
+        )
+        self.storage_batch_records = Histogram(
+            "kgc_storage_write_batch_records",
+            "Records per storage write batch (one transaction).",
+            buckets=_BATCH_BUCKETS,
+            registry=r,
+        )
+        self.storage_write_seconds = Histogram(
+            "kgc_storage_write_seconds", "Storage write batch latency.", buckets=_WRITE_BUCKETS, registry=r
+        )
+        self.storage_write_failures = Counter(
+            "kgc_storage_write_failures", "Storage write batches that failed.", registry=r
+        )
+        self.http_requests = Counter(
+            "kgc_http_requests", "Operator HTTP API requests, by route and status.", ["route", "status"], registry=r
+        )
+        # Cached label children: the hot path pays one dict lookup, not prometheus' label validation.
+        self._request_children: dict[int | str, Any] = {}
+        self._request_counters: dict[tuple[int | str, int], Any] = {}
+        self._groups_collector: _GroupsCollector | None = None
+
+    # ---------------------------------------------------------------------------------------------- hot path
+    def observe_request(self, api_key: int | str, seconds: float, error: ErrorCode | int = 0) -> None:
+        """One Kafka request answered after ``seconds``; ``error`` is its top-level error code (0 when none)."""
+        child = self._request_children.get(api_key)
+        if child is None:
+            child = self._request_children[api_key] = self.request_seconds.labels(api_name(api_key))
+        child.observe(seconds)
+        code = int(error)
+        counter = self._request_counters.get((api_key, code))
+        if counter is None:
+            counter = self._request_counters[(api_key, code)] = self.requests.labels(api_name(api_key), _err(code))
+        counter.inc()
+
+    def connection_opened(self) -> None:
+        self.connections.inc()
+
+    def connection_closed(self) -> None:
+        self.connections.dec()
+
+    def observe_storage_write(self, records: int, seconds: float, ok: bool = True) -> None:
+        """One storage batch (transaction) of ``records`` records finished after ``seconds``."""
+        self.storage_batch_records.observe(records)
+        self.storage_write_seconds.observe(seconds)
+        if not ok:
+            self.storage_write_failures.inc()
+
+    def observe_http(self, route: str, status: int) -> None:
+        self.http_requests.labels(route, str(status)).inc()
+
+    # ---------------------------------------------------------------------------------------- from the records
+    def observe_records(self, records: Sequence[Record]) -> None:
+        """History records (rebalances, removals, deletions), as they are appended."""
+        per_group = self.per_group_labels
+        for rec in records:
+            if isinstance(rec, RebalanceStarted):
+                labels = (rec.cause.value, rec.group_id) if per_group else (rec.cause.value,)
+                self.rebalances.labels(*labels).inc()
+            elif isinstance(rec, GroupStabilized):
+                hist = self.rebalance_seconds.labels(rec.group_id) if per_group else self.rebalance_seconds
+                hist.observe(rec.rebalance_duration_ms / 1000)
+                self.rebalance_phase_seconds.labels("sync").observe(rec.sync_duration_ms / 1000)
+            elif isinstance(rec, JoinPhaseCompleted):
+                self.rebalance_phase_seconds.labels("join").observe(rec.join_duration_ms / 1000)
+            elif isinstance(rec, MemberRemoved):
+                labels = (rec.cause.value, rec.group_id) if per_group else (rec.cause.value,)
+                self.member_removals.labels(*labels).inc()
+            elif isinstance(rec, GroupTombstone):
+                self.groups_deleted.labels(rec.cause.value).inc()
+
+    def observe_committed(self, records: Sequence[Record]) -> None:
+        """State records that became durable: offset commits are counted once written, not when attempted."""
+        per_group = self.per_group_labels
+        for rec in records:
+            if isinstance(rec, OffsetCommitRecord):
+                kind = "admin" if rec.generation_id < 0 and not rec.member_id else "member"
+                labels = (kind, rec.group_id) if per_group else (kind,)
+                self.offset_commits.labels(*labels).inc()
+
+    # ------------------------------------------------------------------------------------------------ scraping
+    def watch_groups(self, source: Callable[[], Iterable[Any]]) -> None:
+        """Report groups by state and member counts from ``source()`` (e.g. ``coordinator.groups.all_groups``)."""
+        if self._groups_collector is not None:
+            self.registry.unregister(self._groups_collector)
+        self._groups_collector = _GroupsCollector(source, self.per_group_labels)
+        self.registry.register(self._groups_collector)
+
+    def render(self) -> bytes:
+        """The text exposition format (``CONTENT_TYPE_LATEST``)."""
+        return generate_latest(self.registry)
+
+
+def _err(code: int) -> str:
+    if code == 0:
+        return "none"
+    try:
+        return str(ErrorCode(code).name)
+    except ValueError:
+        return str(code)
+
+
+class MetricsLog:
+    """A ``RecordLog`` that feeds ``Metrics`` from the records passing through it, then delegates to ``inner``.
+
+    History records are observed at append (nobody waits for them); offset commits once they are durable.
+    """
+
+    def __init__(self, inner: RecordLog, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+
+    def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None:
+        self.metrics.observe_records(records)
+        if any(isinstance(r, OffsetCommitRecord) for r in records):
+            metrics = self.metrics
+            inner_done = on_done
+
+            def done(error: ErrorCode | None) -> None:
+                if error is None:
+                    metrics.observe_committed(records)
+                if inner_done is not None:
+                    inner_done(error)
+
+            self.inner.append(records, done)
+        else:
+            self.inner.append(records, on_done)

@@ -1,0 +1,102 @@
+"""Engine creation and schema migrations.
+
+* ``database_url(url, data_dir)``: the URL to use. No URL means an embedded SQLite file ``<data_dir>/coordinator.db``
+  (default data dir ``./data``), created on demand. PostgreSQL: ``postgresql+asyncpg://user@host:port/db``.
+* ``create_engine(url)``: an ``AsyncEngine`` set up for this workload: SQLite in WAL mode with ``synchronous=FULL``
+  (a committed batch survives power loss) and a busy timeout; PostgreSQL with ``pool_pre_ping`` (a connection killed
+  while the database was away is replaced at the next checkout) and bounded connect/command timeouts, so a database
+  that hangs turns into COORDINATOR_NOT_AVAILABLE instead of parking every request.
+* ``migrate(engine)``: Alembic ``upgrade head`` with the migrations shipped in ``storage/migrations``; no alembic.ini
+  is needed at run time. Idempotent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+DEFAULT_DATA_DIR = Path("./data")
+SQLITE_FILE_NAME = "coordinator.db"
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def database_url(url: str | None = None, data_dir: str | Path = DEFAULT_DATA_DIR) -> str:
+    """``url`` if given, else the embedded SQLite file under ``data_dir`` (the directory is created)."""
+    if url:
+        return url
+    directory = Path(data_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite+aiosqlite:///{(directory / SQLITE_FILE_NAME).resolve()}"
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def create_engine(
+    url: str,
+    *,
+    schema: str | None = None,
+    connect_timeout_s: float = 5.0,
+    command_timeout_s: float = 30.0,
+    sqlite_busy_timeout_s: float = 10.0,
+    echo: bool = False,
+) -> AsyncEngine:
+    """An engine for ``url``. ``schema`` (PostgreSQL only) sets the search_path, e.g. to share a database."""
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url, echo=echo, connect_args={"timeout": sqlite_busy_timeout_s})
+        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        return engine
+    if backend == "postgresql":
+        connect_args: dict[str, Any] = {}
+        if parsed.get_driver_name() == "asyncpg":
+            connect_args = {"timeout": connect_timeout_s, "command_timeout": command_timeout_s}
+            if schema:
+                connect_args["server_settings"] = {"search_path": schema}
+        return create_async_engine(url, echo=echo, pool_pre_ping=True, pool_recycle=3600, connect_args=connect_args)
+    return create_async_engine(url, echo=echo, pool_pre_ping=True)
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.attributes["connection"] = connection
+    return config
+
+
+async def migrate(engine: AsyncEngine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` (default: the newest). Safe to call on every start."""
+    async with engine.begin() as conn:
+        await conn.run_sync(_upgrade, revision)
+
+
+def _upgrade(connection: Connection, revision: str) -> None:
+    command.upgrade(alembic_config(connection), revision)
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    def read(connection: Connection) -> str | None:
+        return MigrationContext.configure(connection).get_current_revision()
+
+    async with engine.connect() as conn:
+        return await conn.run_sync(read)

@@ -1,0 +1,435 @@
+"""``SqlRecordLog``: the durable ``RecordLog`` (see ``coordinator.core.log``) on SQLAlchemy.
+
+Write path (group commit)
+    ``append(records, on_done)`` is called on the event loop thread; it only queues. One writer task takes
+    *everything* queued and writes it in ONE transaction: log/history rows (bulk ``insert(Model)``), the
+    current-state snapshot (per-dialect upserts/deletes), one ``log_batches`` row and the ``log_state`` counter.
+    Then it calls every ``on_done`` of that batch, in append order, on the loop. The batching is adaptive: an idle
+    writer starts a transaction on the next loop iteration (no linger); appends made while a transaction runs wait
+    for the next one, so the batch size follows the load.
+
+Failure
+    If the transaction fails for any reason (database unreachable, connection killed, disk full, a constraint),
+    every ``on_done`` of that batch gets ``ErrorCode.coordinator_not_available`` and the exception is logged, never
+    raised: SQLAlchemy/driver exceptions stop here. The records of a failed batch are NOT retried by storage. That
+    is correct because the core answered the error already and applies offsets/assignments only on success, so no
+    in-memory state ran ahead of the log; history records of a failed batch are lost (they are informational).
+    The next batch simply tries again on a fresh connection (``pool_pre_ping`` drops dead ones), so the log
+    recovers by itself when the database is back. If a commit's outcome is unknown (connection lost during COMMIT)
+    the records may be durable although the caller got an error — the same ambiguity as a Kafka produce timeout;
+    the client retries, and a repeated commit/metadata record is harmless on replay.
+
+Positions
+    Every record gets the next ``position`` (BIGINT). The writer keeps the last one in memory and moves the
+    ``log_state`` row with a conditional UPDATE in each transaction; a mismatch (another process writing to the
+    same database) fails the batch instead of interleaving two logs. After any failure the value is re-read.
+
+Recovery
+    ``load()`` reads only the current-state tables, so start-up does not grow with history. It returns the state
+    records to replay: every live group's latest ``GroupMetadataRecord`` (in log order), then every committed
+    offset as an ``OffsetCommitRecord``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from coordinator.core.log import OnDone
+from coordinator.core.records import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, Record, StateRecord
+from protocol.errors import ErrorCode
+
+from . import models as m
+from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
+from .rows import BatchRows, build_batch, current_group_row, current_member_rows, current_offset_row
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
+DEFAULT_MAX_BATCH_RECORDS = 20_000
+_IN_CHUNK = 500  # keys per IN (...) list: far below every driver's parameter limit
+
+
+class StorageError(Exception):
+    """Storage could not do what was asked (database unreachable, schema problem). Raised by ``open``/``load``/
+    ``prune_history``/queries; never by ``append``, which reports through ``on_done``."""
+
+
+class PositionConflict(Exception):
+    """The ``log_state`` row moved under us: another writer uses the same database."""
+
+
+@dataclass
+class WriterStats:
+    transactions: int = 0  # committed write transactions
+    failed_transactions: int = 0
+    records: int = 0  # records committed
+    appends: int = 0  # append() calls answered (success or failure)
+
+
+def table(model: type[m.Base]) -> Table:
+    t = model.__table__
+    assert isinstance(t, Table)
+    return t
+
+
+class SqlRecordLog:
+    """Durable ``RecordLog``. Create with ``await SqlRecordLog.open(url, data_dir=...)``; close with ``close()``."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+        owns_engine: bool = False,
+    ) -> None:
+        self.engine = engine
+        self.max_batch_records = max_batch_records
+        self.stats = WriterStats()
+        self._owns_engine = owns_engine
+        self._dialect = engine.dialect.name
+        self._queue: list[tuple[Sequence[Record], OnDone | None]] = []
+        self._inflight: list[tuple[Sequence[Record], OnDone | None]] = []
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._closed = False  # no more appends accepted
+        self._stopping = False  # the writer exits once the queue is empty
+        self._last_position: int | None = None  # None: unknown, read in the next transaction
+        self._appended = 0  # append() calls accepted
+        self._completed = 0  # append() calls answered
+        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    # ------------------------------------------------------------------------------------------------ life cycle
+
+    @classmethod
+    async def open(
+        cls,
+        url: str | None = None,
+        *,
+        data_dir: str | Path = DEFAULT_DATA_DIR,
+        schema: str | None = None,
+        run_migrations: bool = True,
+        max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+        **engine_options: Any,
+    ) -> SqlRecordLog:
+        """Create the engine (SQLite file under ``data_dir`` unless ``url``), migrate the schema, start the writer.
+
+        Raises ``StorageError`` if the database cannot be reached or migrated."""
+        engine = create_engine(database_url(url, data_dir), schema=schema, **engine_options)
+        try:
+            if run_migrations:
+                await migrate(engine)
+        except Exception as e:
+            await engine.dispose()
+            raise StorageError(f"cannot prepare the database schema: {e}") from e
+        record_log = cls(engine, max_batch_records=max_batch_records, owns_engine=True)
+        record_log.start()
+        return record_log
+
+    def start(self) -> None:
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._run(), name="storage-writer")
+
+    async def flush(self) -> None:
+        """Wait until every append made before this call has been answered (written or failed)."""
+        target = self._appended
+        if self._completed >= target:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.append((target, future))
+        await future
+
+    async def close(self) -> None:
+        """Refuse new appends, write what is queued, stop the writer, dispose the engine if we created it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping = True
+        self._wakeup.set()
+        if self._writer is not None:
+            await self._writer
+        if self._owns_engine:
+            await self.engine.dispose()
+
+    # ------------------------------------------------------------------------------------------------ write path
+
+    def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None:
+        if self._closed:
+            if on_done is not None:
+                on_done(ErrorCode.coordinator_not_available)
+            return
+        self._queue.append((records, on_done))
+        self._appended += 1
+        if self._writer is None:
+            self.start()
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                if not self._queue:
+                    if self._stopping:
+                        return
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                self._inflight = self._take_batch()
+                error = await self._write([record for records, _ in self._inflight for record in records])
+                calls, self._inflight = self._inflight, []
+                self._complete(calls, error)
+        finally:
+            # Reached on shutdown (queue empty) or cancellation: nobody may wait forever.
+            calls, self._inflight, self._queue = self._inflight + self._queue, [], []
+            self._complete(calls, ErrorCode.coordinator_not_available)
+
+    def _take_batch(self) -> list[tuple[Sequence[Record], OnDone | None]]:
+        count = 0
+        taken = 0
+        for records, _ in self._queue:
+            if taken and count + len(records) > self.max_batch_records:
+                break
+            count += len(records)
+            taken += 1
+        calls, self._queue = self._queue[:taken], self._queue[taken:]
+        return calls
+
+    def _complete(self, calls: Iterable[tuple[Sequence[Record], OnDone | None]], error: ErrorCode | None) -> None:
+        for _records, on_done in calls:
+            self._completed += 1
+            self.stats.appends += 1
+            if on_done is None:
+                continue
+            try:
+                on_done(error)
+            except Exception:  # a caller's bug must not stop the writer for everybody else
+                log.exception("storage: on_done callback raised")
+        if self._flush_waiters:
+            waiting = []
+            for target, future in self._flush_waiters:
+                if self._completed >= target:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    waiting.append((target, future))
+            self._flush_waiters = waiting
+
+    async def _write(self, records: list[Record]) -> ErrorCode | None:
+        try:
+            async with self.engine.begin() as conn:
+                batch = await self._write_in(conn, records)
+        except Exception as e:
+            self._last_position = None
+            self.stats.failed_transactions += 1
+            log.warning("storage: write of %d records failed: %s", len(records), _describe(e))
+            return ErrorCode.coordinator_not_available
+        self._last_position = batch.last_position
+        self.stats.transactions += 1
+        self.stats.records += batch.record_count
+        return None
+
+    async def _write_in(self, conn: AsyncConnection, records: list[Record]) -> BatchRows:
+        last = self._last_position
+        if last is None:
+            last = (await conn.execute(select(m.LogState.last_position).where(m.LogState.id == 1))).scalar_one()
+        batch = build_batch(records, last + 1)
+        if batch.record_count == 0:
+            return batch
+        moved = await conn.execute(
+            update(m.LogState)
+            .where(m.LogState.id == 1, m.LogState.last_position == last)
+            .values(last_position=batch.last_position)
+        )
+        if moved.rowcount != 1:
+            raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
+        await conn.execute(
+            insert(m.LogBatch),
+            [
+                {
+                    "last_position": batch.last_position,
+                    "first_position": batch.first_position,
+                    "record_count": batch.record_count,
+                    "timestamp_ms": batch.timestamp_ms,
+                    "written_at_ms": int(time.time() * 1000),
+                }
+            ],
+        )
+        for model, rows in batch.log_rows.items():
+            await conn.execute(insert(model), rows)
+        await self._apply_snapshot(conn, batch)
+        return batch
+
+    async def _apply_snapshot(self, conn: AsyncConnection, batch: BatchRows) -> None:
+        """Make the current-state tables equal to replaying the batch on top of them."""
+        touched_groups = sorted(batch.group_deletes | batch.group_upserts.keys())
+        for chunk in _chunks(touched_groups, _IN_CHUNK):
+            await conn.execute(delete(m.CurrentGroupMember).where(m.CurrentGroupMember.group_id.in_(chunk)))
+        if batch.group_deletes:
+            for chunk in _chunks(sorted(batch.group_deletes), _IN_CHUNK):
+                await conn.execute(delete(m.CurrentGroup).where(m.CurrentGroup.group_id.in_(chunk)))
+        if batch.group_upserts:
+            await conn.execute(
+                self._upsert(m.CurrentGroup, ("group_id",)),
+                [current_group_row(position, r) for position, r in batch.group_upserts.values()],
+            )
+            members = [row for _, r in batch.group_upserts.values() for row in current_member_rows(r)]
+            if members:
+                await conn.execute(insert(m.CurrentGroupMember), members)
+        if batch.offset_deletes:
+            await conn.execute(
+                delete(m.CurrentOffset).where(
+                    m.CurrentOffset.group_id == bindparam("k_group"),
+                    m.CurrentOffset.topic == bindparam("k_topic"),
+                    m.CurrentOffset.partition_index == bindparam("k_partition"),
+                ),
+                [{"k_group": g, "k_topic": t, "k_partition": p} for g, t, p in sorted(batch.offset_deletes)],
+            )
+        if batch.offset_upserts:
+            await conn.execute(
+                self._upsert(m.CurrentOffset, ("group_id", "topic", "partition_index")),
+                [current_offset_row(position, r) for position, r in batch.offset_upserts.values()],
+            )
+
+    def _upsert(self, model: type[m.Base], keys: tuple[str, ...]) -> Any:
+        t = table(model)
+        if self._dialect == "postgresql":
+            pg = postgresql.insert(t)
+            return pg.on_conflict_do_update(
+                index_elements=list(keys), set_={c.name: pg.excluded[c.name] for c in t.columns if c.name not in keys}
+            )
+        if self._dialect == "sqlite":
+            lite = sqlite.insert(t)
+            return lite.on_conflict_do_update(
+                index_elements=list(keys),
+                set_={c.name: lite.excluded[c.name] for c in t.columns if c.name not in keys},
+            )
+        raise NotImplementedError(f"no upsert for dialect {self._dialect}")
+
+    # ------------------------------------------------------------------------------------------------ recovery
+
+    async def load(self) -> list[StateRecord]:
+        """The state records to replay, from the current-state snapshot: groups (log order), then offsets."""
+        try:
+            async with self.engine.connect() as conn:
+                return await _load(conn)
+        except Exception as e:
+            raise StorageError(f"cannot load the coordinator state: {_describe(e)}") from e
+
+    # ------------------------------------------------------------------------------------------------ retention
+
+    async def prune_history(self, older_than_ms: int, *, positions_per_step: int = 5_000) -> int:
+        """Delete log and history rows of batches whose newest record is older than ``older_than_ms`` (epoch ms).
+
+        Works in small position ranges, one short transaction each, yielding to the loop between them, so the
+        writer is never blocked for long. The current-state tables are never pruned. Returns rows deleted."""
+        try:
+            return await self._prune(older_than_ms, positions_per_step)
+        except Exception as e:
+            raise StorageError(f"history pruning failed: {_describe(e)}") from e
+
+    async def _prune(self, older_than_ms: int, step: int) -> int:
+        async with self.engine.connect() as conn:
+            young = (
+                await conn.execute(
+                    select(func.min(m.LogBatch.first_position)).where(m.LogBatch.timestamp_ms >= older_than_ms)
+                )
+            ).scalar()
+            oldest = (await conn.execute(select(func.min(m.LogBatch.first_position)))).scalar()
+            if young is None:
+                young = (await conn.execute(select(m.LogState.last_position).where(m.LogState.id == 1))).scalar_one()
+                young += 1
+        if oldest is None:
+            return 0
+        deleted = 0
+        lo = int(oldest)
+        end = int(young)  # exclusive: the first position that must stay
+        while lo < end:
+            hi = min(lo + step, end)
+            async with self.engine.begin() as conn:
+                for model in m.HISTORY_TABLES:
+                    pos = table(model).c.position
+                    result = await conn.execute(delete(model).where(pos >= lo, pos < hi))
+                    deleted += max(result.rowcount, 0)
+                await conn.execute(delete(m.LogBatch).where(m.LogBatch.last_position < hi))
+            lo = hi
+            await asyncio.sleep(0)
+        return deleted
+
+    # ------------------------------------------------------------------------------------------------ reads
+
+    @property
+    def queries(self) -> Any:
+        from .queries import StorageQueries
+
+        return StorageQueries(self.engine)
+
+
+async def _load(conn: AsyncConnection) -> list[StateRecord]:
+    members: dict[str, list[MemberMetadata]] = {}
+    gm = table(m.CurrentGroupMember)
+    for row in await conn.execute(select(gm).order_by(gm.c.group_id, gm.c.member_index)):
+        members.setdefault(row.group_id, []).append(
+            MemberMetadata(
+                member_id=row.member_id,
+                group_instance_id=row.group_instance_id,
+                client_id=row.client_id,
+                client_host=row.client_host,
+                rebalance_timeout_ms=row.rebalance_timeout_ms,
+                session_timeout_ms=row.session_timeout_ms,
+                subscription=bytes(row.subscription),
+                assignment=bytes(row.assignment),
+            )
+        )
+    out: list[StateRecord] = []
+    g = table(m.CurrentGroup)
+    for row in await conn.execute(select(g).order_by(g.c.position)):
+        out.append(
+            GroupMetadataRecord(
+                group_id=row.group_id,
+                protocol_type=row.protocol_type,
+                generation_id=row.generation_id,
+                protocol=row.protocol,
+                leader=row.leader,
+                current_state_timestamp_ms=row.current_state_timestamp_ms,
+                members=tuple(members.get(row.group_id, ())),
+                timestamp_ms=row.timestamp_ms,
+            )
+        )
+    o = table(m.CurrentOffset)
+    result = await conn.execute(
+        select(
+            o.c.group_id,
+            o.c.topic,
+            o.c.partition_index,
+            o.c.committed_offset,
+            o.c.leader_epoch,
+            o.c.commit_metadata,
+            o.c.commit_timestamp_ms,
+            o.c.expire_timestamp_ms,
+            o.c.member_id,
+            o.c.generation_id,
+        ).order_by(o.c.group_id, o.c.topic, o.c.partition_index)
+    )
+    out.extend(
+        OffsetCommitRecord(group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation)
+        for group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation in result
+    )
+    return out
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}"[:500]

@@ -1,0 +1,361 @@
+"""Records -> table rows for one write batch (pure: no I/O, no clock).
+
+``build_batch`` assigns consecutive positions to the records, produces the log/history rows per table and folds the
+state records into their net effect on the current-state tables. Folding matters because one batch can hold
+several records for the same key (commit, tombstone, commit of one partition): the snapshot must end as if they were
+applied in order, and a multi-row upsert may not touch the same key twice (PostgreSQL refuses it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.core.records import (
+    GroupMetadataRecord,
+    GroupStabilized,
+    GroupTombstone,
+    JoinPhaseCompleted,
+    MemberJoined,
+    MemberRemoved,
+    OffsetCommitRecord,
+    OffsetTombstone,
+    RebalanceStarted,
+    Record,
+)
+from protocol.consumer_protocol import assignment_partitions
+
+from . import models as m
+
+log = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+OffsetKey = tuple[str, str, int]
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+@dataclass
+class BatchRows:
+    first_position: int
+    last_position: int  # first_position - 1 when the batch holds no record
+    timestamp_ms: int  # newest record time (-1 if none)
+    log_rows: dict[type[m.Base], list[Row]] = field(default_factory=dict)
+    group_upserts: dict[str, tuple[int, GroupMetadataRecord]] = field(default_factory=dict)
+    group_deletes: set[str] = field(default_factory=set)
+    offset_upserts: dict[OffsetKey, tuple[int, OffsetCommitRecord]] = field(default_factory=dict)
+    offset_deletes: set[OffsetKey] = field(default_factory=set)
+
+    @property
+    def record_count(self) -> int:
+        return self.last_position - self.first_position + 1
+
+    def add(self, model: type[m.Base], row: Row) -> None:
+        self.log_rows.setdefault(model, []).append(row)
+
+
+def build_batch(records: Sequence[Record], first_position: int) -> BatchRows:
+    batch = BatchRows(first_position=first_position, last_position=first_position - 1, timestamp_ms=-1)
+    position = first_position - 1
+    for record in records:
+        handler = _HANDLERS.get(type(record))
+        if handler is None:  # a record type this version does not store: keep the rest of the batch writable
+            log.warning("storage: skipping unknown record type %s", type(record).__name__)
+            continue
+        position += 1
+        handler(batch, position, record)
+        batch.timestamp_ms = max(batch.timestamp_ms, _record_time(record))
+    batch.last_position = position
+    return batch
+
+
+def _record_time(record: Record) -> int:
+    if isinstance(record, OffsetCommitRecord):
+        return record.commit_timestamp_ms
+    return record.timestamp_ms
+
+
+# ------------------------------------------------------------------------------------------------ state records
+
+
+def _group_metadata(batch: BatchRows, position: int, r: GroupMetadataRecord) -> None:
+    batch.add(
+        m.GroupMetadataLog,
+        {
+            "position": position,
+            "group_id": r.group_id,
+            "protocol_type": r.protocol_type,
+            "generation_id": r.generation_id,
+            "protocol": r.protocol,
+            "leader": r.leader,
+            "current_state_timestamp_ms": r.current_state_timestamp_ms,
+            "member_count": len(r.members),
+            "timestamp_ms": r.timestamp_ms,
+        },
+    )
+    is_consumer = r.protocol_type == CONSUMER_PROTOCOL_TYPE
+    seen: set[str] = set()
+    for index, member in enumerate(r.members):
+        if member.member_id in seen:  # cannot happen from the core; a duplicate key would fail the whole batch
+            log.warning("%s: duplicate member %s in group metadata record", r.group_id, member.member_id)
+            continue
+        seen.add(member.member_id)
+        decoded: bool | None = None
+        if is_consumer:
+            try:
+                partitions = assignment_partitions(member.assignment)
+                decoded = True
+            except ValueError:
+                partitions = {}
+                decoded = False
+            for topic, numbers in partitions.items():
+                for number in sorted(set(numbers)):
+                    batch.add(
+                        m.AssignedPartition,
+                        {
+                            "position": position,
+                            "member_id": member.member_id,
+                            "topic": topic,
+                            "partition_index": number,
+                            "group_id": r.group_id,
+                            "generation_id": r.generation_id,
+                            "group_instance_id": member.group_instance_id,
+                        },
+                    )
+        batch.add(
+            m.GenerationMember,
+            {
+                "position": position,
+                "member_id": member.member_id,
+                "group_id": r.group_id,
+                "generation_id": r.generation_id,
+                "member_index": index,
+                "group_instance_id": member.group_instance_id,
+                "client_id": member.client_id,
+                "client_host": member.client_host,
+                "rebalance_timeout_ms": member.rebalance_timeout_ms,
+                "session_timeout_ms": member.session_timeout_ms,
+                "subscription": member.subscription,
+                "assignment": member.assignment,
+                "assignment_decoded": decoded,
+            },
+        )
+    batch.group_deletes.discard(r.group_id)
+    batch.group_upserts[r.group_id] = (position, r)
+
+
+def _group_tombstone(batch: BatchRows, position: int, r: GroupTombstone) -> None:
+    batch.add(
+        m.GroupRemoval,
+        {"position": position, "group_id": r.group_id, "cause": str(r.cause), "timestamp_ms": r.timestamp_ms},
+    )
+    batch.group_upserts.pop(r.group_id, None)
+    batch.group_deletes.add(r.group_id)
+
+
+def _offset_commit(batch: BatchRows, position: int, r: OffsetCommitRecord) -> None:
+    batch.add(
+        m.OffsetCommit,
+        {
+            "position": position,
+            "group_id": r.group_id,
+            "topic": r.topic,
+            "partition_index": r.partition,
+            "committed_offset": r.offset,
+            "leader_epoch": r.leader_epoch,
+            "commit_metadata": r.metadata,
+            "commit_timestamp_ms": r.commit_timestamp_ms,
+            "expire_timestamp_ms": r.expire_timestamp_ms,
+            "member_id": r.member_id,
+            "generation_id": r.generation_id,
+        },
+    )
+    key = (r.group_id, r.topic, r.partition)
+    batch.offset_deletes.discard(key)
+    batch.offset_upserts[key] = (position, r)
+
+
+def _offset_tombstone(batch: BatchRows, position: int, r: OffsetTombstone) -> None:
+    batch.add(
+        m.OffsetRemoval,
+        {
+            "position": position,
+            "group_id": r.group_id,
+            "topic": r.topic,
+            "partition_index": r.partition,
+            "cause": str(r.cause),
+            "timestamp_ms": r.timestamp_ms,
+        },
+    )
+    key = (r.group_id, r.topic, r.partition)
+    batch.offset_upserts.pop(key, None)
+    batch.offset_deletes.add(key)
+
+
+# ------------------------------------------------------------------------------------------------ history records
+
+
+def _rebalance_started(batch: BatchRows, position: int, r: RebalanceStarted) -> None:
+    batch.add(
+        m.RebalanceStartedRow,
+        {
+            "position": position,
+            "group_id": r.group_id,
+            "generation_id": r.generation_id,
+            "cause": str(r.cause),
+            "member_id": r.member_id,
+            "group_instance_id": r.group_instance_id,
+            "reason": r.reason,
+            "previous_state": r.previous_state,
+            "timestamp_ms": r.timestamp_ms,
+        },
+    )
+
+
+def _join_phase_completed(batch: BatchRows, position: int, r: JoinPhaseCompleted) -> None:
+    static = set(r.static_members)
+    members = list(dict.fromkeys(r.members))  # de-duplicated, order kept
+    batch.add(
+        m.JoinPhaseCompletedRow,
+        {
+            "position": position,
+            "group_id": r.group_id,
+            "generation_id": r.generation_id,
+            "state": r.state,
+            "protocol_type": r.protocol_type,
+            "protocol": r.protocol,
+            "leader": r.leader,
+            "member_count": len(members),
+            "static_member_count": len(static),
+            "join_duration_ms": r.join_duration_ms,
+            "timestamp_ms": r.timestamp_ms,
+        },
+    )
+    for member_id in members:
+        batch.add(
+            m.JoinPhaseMember,
+            {
+                "position": position,
+                "member_id": member_id,
+                "group_id": r.group_id,
+                "generation_id": r.generation_id,
+                "is_static": member_id in static,
+            },
+        )
+
+
+def _group_stabilized(batch: BatchRows, position: int, r: GroupStabilized) -> None:
+    batch.add(
+        m.GroupStabilizedRow,
+        {
+            "position": position,
+            "group_id": r.group_id,
+            "generation_id": r.generation_id,
+            "sync_duration_ms": r.sync_duration_ms,
+            "rebalance_duration_ms": r.rebalance_duration_ms,
+            "timestamp_ms": r.timestamp_ms,
+        },
+    )
+
+
+def _member_joined(batch: BatchRows, position: int, r: MemberJoined) -> None:
+    batch.add(
+        m.MemberJoinedRow,
+        {
+            "position": position,
+            "group_id": r.group_id,
+            "member_id": r.member_id,
+            "group_instance_id": r.group_instance_id,
+            "client_id": r.client_id,
+            "client_host": r.client_host,
+            "protocols": list(r.protocols),
+            "session_timeout_ms": r.session_timeout_ms,
+            "rebalance_timeout_ms": r.rebalance_timeout_ms,
+            "timestamp_ms": r.timestamp_ms,
+        },
+    )
+
+
+def _member_removed(batch: BatchRows, position: int, r: MemberRemoved) -> None:
+    batch.add(
+        m.MemberRemovedRow,
+        {
+            "position": position,
+            "group_id": r.group_id,
+            "member_id": r.member_id,
+            "group_instance_id": r.group_instance_id,
+            "cause": str(r.cause),
+            "reason": r.reason,
+            "generation_id": r.generation_id,
+            "timestamp_ms": r.timestamp_ms,
+        },
+    )
+
+
+_HANDLERS: dict[type, Any] = {
+    GroupMetadataRecord: _group_metadata,
+    GroupTombstone: _group_tombstone,
+    OffsetCommitRecord: _offset_commit,
+    OffsetTombstone: _offset_tombstone,
+    RebalanceStarted: _rebalance_started,
+    JoinPhaseCompleted: _join_phase_completed,
+    GroupStabilized: _group_stabilized,
+    MemberJoined: _member_joined,
+    MemberRemoved: _member_removed,
+}
+
+
+# ------------------------------------------------------------------------------------------------ snapshot rows
+
+
+def current_group_row(position: int, r: GroupMetadataRecord) -> Row:
+    return {
+        "group_id": r.group_id,
+        "position": position,
+        "protocol_type": r.protocol_type,
+        "generation_id": r.generation_id,
+        "protocol": r.protocol,
+        "leader": r.leader,
+        "current_state_timestamp_ms": r.current_state_timestamp_ms,
+        "member_count": len(r.members),
+        "timestamp_ms": r.timestamp_ms,
+    }
+
+
+def current_member_rows(r: GroupMetadataRecord) -> list[Row]:
+    rows: dict[str, Row] = {}
+    for index, member in enumerate(r.members):
+        rows.setdefault(
+            member.member_id,
+            {
+                "group_id": r.group_id,
+                "member_id": member.member_id,
+                "member_index": index,
+                "group_instance_id": member.group_instance_id,
+                "client_id": member.client_id,
+                "client_host": member.client_host,
+                "rebalance_timeout_ms": member.rebalance_timeout_ms,
+                "session_timeout_ms": member.session_timeout_ms,
+                "subscription": member.subscription,
+                "assignment": member.assignment,
+            },
+        )
+    return list(rows.values())
+
+
+def current_offset_row(position: int, r: OffsetCommitRecord) -> Row:
+    return {
+        "group_id": r.group_id,
+        "topic": r.topic,
+        "partition_index": r.partition,
+        "position": position,
+        "committed_offset": r.offset,
+        "leader_epoch": r.leader_epoch,
+        "commit_metadata": r.metadata,
+        "commit_timestamp_ms": r.commit_timestamp_ms,
+        "expire_timestamp_ms": r.expire_timestamp_ms,
+        "member_id": r.member_id,
+        "generation_id": r.generation_id,
+    }

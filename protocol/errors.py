@@ -29,14 +29,44 @@ class FrameTooLarge(ProtocolError):
 
 
 class MalformedFrame(ProtocolError):
-    """A frame whose header or body could not be decoded."""
+    """A frame whose header or body could not be decoded.
+
+    ``correlation_id`` is set when the first eight header bytes (api key, version, correlation id) were readable;
+    ``api_key``/``api_version`` likewise. Kafka closes the connection on a malformed request; these are for logging.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        correlation_id: int | None = None,
+        api_key: int | None = None,
+        api_version: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.api_version = api_version
 
 
 class UnsupportedApi(ProtocolError):
-    """An api key or version this server does not serve. Carries what is needed to answer it."""
+    """An api key or version this server does not serve. Carries what is needed to answer it.
 
-    def __init__(self, api_key: int, api_version: int, correlation_id: int) -> None:
+    ``client_id`` and ``body`` (the decoded kio request) are filled in when the codec could still decode the request
+    (kio knows that api and version), so an error response can name the request's groups and partitions;
+    ``protocol.responses.unsupported_response_frame`` builds the answer, or says the connection must be closed.
+    """
+
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None = None,
+        body: object | None = None,
+    ) -> None:
         super().__init__(f"unsupported api key {api_key} version {api_version}")
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body = body

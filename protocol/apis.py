@@ -1,0 +1,63 @@
+"""The API table: which api keys and versions this server answers.
+
+``SUPPORTED_VERSIONS`` is exactly what ApiVersions advertises, so it must list only what the server really serves.
+Every version in it exists in kio 0.6.5 (checked by the tests). Minimums stay at the lowest versions Kafka 4 still
+accepts (KIP-896) and maximums at or below what the clients we test send; aiokafka needs the non-flexible versions.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Final
+
+__all__ = ["SUPPORTED_VERSIONS", "ApiKey", "is_supported"]
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+
+
+SUPPORTED_VERSIONS: Final[MappingProxyType[int, tuple[int, int]]] = MappingProxyType(
+    {
+        ApiKey.API_VERSIONS: (0, 4),
+        ApiKey.METADATA: (0, 12),
+        ApiKey.FIND_COORDINATOR: (0, 6),
+        ApiKey.JOIN_GROUP: (0, 9),
+        ApiKey.SYNC_GROUP: (0, 5),
+        ApiKey.HEARTBEAT: (0, 4),
+        ApiKey.LEAVE_GROUP: (0, 5),
+        ApiKey.OFFSET_COMMIT: (2, 9),
+        ApiKey.OFFSET_FETCH: (1, 9),
+        ApiKey.LIST_OFFSETS: (1, 7),
+        ApiKey.FETCH: (4, 12),
+        ApiKey.LIST_GROUPS: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.DELETE_GROUPS: (0, 2),
+        ApiKey.OFFSET_DELETE: (0, 0),
+    }
+)
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    bounds = SUPPORTED_VERSIONS.get(api_key)
+    return bounds is not None and bounds[0] <= version <= bounds[1]

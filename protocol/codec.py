@@ -1,0 +1,205 @@
+"""Request decoding and response encoding: the thin adapter between frames and kio's message dataclasses.
+
+Rules of this module:
+
+- Input may be any bytes-like object; kio's native readers need read-only ``bytes``, so anything else is copied once.
+- Only versions in ``SUPPORTED_VERSIONS`` decode to a ``Request``. Anything else raises ``UnsupportedApi`` carrying
+  the correlation id (and, when kio knows that api/version, the decoded client id and body) so the server can answer
+  it or close the connection; see ``protocol.responses.unsupported_response_frame``.
+- A header or body that does not decode raises ``MalformedFrame`` (with the correlation id once it was readable).
+- Unknown tagged fields are skipped, in the header and anywhere in the body. kio's native reader raises ``KeyError``
+  on them, so on ``KeyError`` the body is read again by ``protocol.tolerant``, which walks the same schema.
+- Trailing bytes after the body are ignored, as Kafka's own request parser does.
+- ``encode_response`` returns the whole frame: size prefix, response header (v0 for ApiVersions and non-flexible
+  versions, v1 otherwise) and body.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import DecodeError
+from kio.static.primitive import i16
+
+from protocol._cache import typed_cache
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
+from protocol.errors import ErrorCode, MalformedFrame, UnsupportedApi
+from protocol.headers import RequestHeader, parse_request_header, peek_request_prefix
+from protocol.tolerant import read_entity_tolerant
+
+__all__ = [
+    "Request",
+    "RequestHeader",
+    "api_versions_error_frame",
+    "decode_body",
+    "decode_request",
+    "encode_body",
+    "encode_response",
+    "request_class",
+    "response_class",
+]
+
+# What a kio reader can raise on bad input besides DecodeError: invalid enum values and UTF-8 are ValueErrors,
+# out-of-range integers OverflowError. KeyError is handled separately (unknown tag -> tolerant path).
+_DECODE_ERRORS = (DecodeError, ValueError, TypeError, OverflowError, IndexError)
+
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    header: RequestHeader
+    body: Any  # the kio request dataclass instance
+
+
+@typed_cache
+def request_class(api_key: int, api_version: int) -> type[Any]:
+    """kio's request dataclass for that api/version. Raises ``ValueError`` if kio does not know it."""
+    try:
+        cls: type[Any] = load_request_schema(api_key, api_version)
+    except KioIndexError as e:
+        raise ValueError(f"no request schema for api key {api_key} version {api_version}") from e
+    return cls
+
+
+@typed_cache
+def response_class(api_key: int, api_version: int) -> type[Any]:
+    """kio's response dataclass for that api/version. Raises ``ValueError`` if kio does not know it."""
+    try:
+        cls: type[Any] = load_response_schema(api_key, api_version)
+    except KioIndexError as e:
+        raise ValueError(f"no response schema for api key {api_key} version {api_version}") from e
+    return cls
+
+
+@typed_cache
+def _reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
+    return entity_reader(cls)  # type: ignore[no-any-return]
+
+
+@typed_cache
+def _writer(cls: type[Any]) -> Callable[[io.BytesIO, Any], None]:
+    return entity_writer(cls)  # type: ignore[no-any-return]
+
+
+# (api_key, api_version) -> (request class, native reader, flexible); filled on first use of each version.
+_decoders: dict[tuple[int, int], tuple[type[Any], Callable[[bytes, int], tuple[Any, int]], bool]] = {}
+
+
+def _decoder(api_key: int, api_version: int) -> tuple[type[Any], Callable[[bytes, int], tuple[Any, int]], bool]:
+    entry = _decoders.get((api_key, api_version))
+    if entry is None:
+        cls = request_class(api_key, api_version)
+        entry = (cls, _reader(cls), bool(cls.__flexible__))
+        _decoders[(api_key, api_version)] = entry
+    return entry
+
+
+def decode_body(cls: type[Any], data: bytes, offset: int = 0) -> Any:
+    """Read one kio entity of ``cls`` at ``offset``, skipping unknown tagged fields.
+
+    Raises kio's ``DecodeError`` (or ``ValueError`` etc., see ``_DECODE_ERRORS``) on malformed input.
+    """
+    try:
+        value, _ = _reader(cls)(data, offset)
+    except KeyError:
+        # kio's native reader met a tagged field it does not know; Kafka says skip it.
+        value, _ = read_entity_tolerant(cls, data, offset)
+    return value
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """Decode one frame payload (size prefix already removed) into header and kio body."""
+    data = frame if type(frame) is bytes else bytes(frame)
+    api_key, api_version, correlation_id = peek_request_prefix(data)
+    if not is_supported(api_key, api_version):
+        raise _unsupported(data, api_key, api_version, correlation_id)
+    cls, reader, flexible = _decoder(api_key, api_version)
+    header, offset = parse_request_header(data, flexible)
+    try:
+        try:
+            body, _ = reader(data, offset)
+        except KeyError:
+            body, _ = read_entity_tolerant(cls, data, offset)
+    except (*_DECODE_ERRORS, KeyError) as e:
+        raise MalformedFrame(
+            f"malformed {cls.__name__} v{api_version} body: {type(e).__name__}: {e}",
+            correlation_id,
+            api_key,
+            api_version,
+        ) from e
+    return Request(header, body)
+
+
+def _unsupported(data: bytes, api_key: int, api_version: int, correlation_id: int) -> UnsupportedApi:
+    """The exception for an unserved api/version, with client id and body when kio can still decode them."""
+    try:
+        cls = request_class(api_key, api_version)
+    except ValueError:
+        return UnsupportedApi(api_key, api_version, correlation_id)
+    try:
+        header, offset = parse_request_header(data, bool(cls.__flexible__))
+    except MalformedFrame:
+        return UnsupportedApi(api_key, api_version, correlation_id)
+    try:
+        body = decode_body(cls, data, offset)
+    except (*_DECODE_ERRORS, KeyError):
+        body = None
+    return UnsupportedApi(api_key, api_version, correlation_id, header.client_id, body)
+
+
+def encode_body(body: Any) -> bytes:
+    """kio's encoding of one entity, without any header."""
+    out = io.BytesIO()
+    _writer(type(body))(out, body)
+    return out.getvalue()
+
+
+def encode_response(header: RequestHeader, body: Any) -> bytes:
+    """The full response frame (size prefix, response header, body) answering the request with ``header``."""
+    cls = type(body)
+    if cls.__api_key__ != header.api_key:
+        raise ValueError(f"{cls.__name__} does not answer api key {header.api_key}")
+    if header.api_key == ApiKey.API_VERSIONS:
+        # Always response header v0, so a client can read it before knowing our versions. The body version may
+        # differ from the request's (the v0-format UNSUPPORTED_VERSION answer).
+        flexible_header = False
+    else:
+        if cls.__version__ != header.api_version:
+            raise ValueError(f"{cls.__name__} is v{cls.__version__}, the request was v{header.api_version}")
+        flexible_header = bool(cls.__flexible__)
+    out = io.BytesIO()
+    out.write(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00" if flexible_header else b"\x00\x00\x00\x00\x00\x00\x00\x00")
+    _writer(cls)(out, body)
+    size = out.tell() - 4
+    buf = out.getbuffer()
+    _SIZE_AND_CORRELATION.pack_into(buf, 0, size, header.correlation_id)
+    del buf
+    return out.getvalue()
+
+
+def supported_api_versions_v0() -> tuple[ApiVersionV0, ...]:
+    """The advertised table as ApiVersions v0 entries."""
+    return _SUPPORTED_V0
+
+
+_SUPPORTED_V0 = tuple(
+    ApiVersionV0(api_key=i16(int(k)), min_version=i16(lo), max_version=i16(hi))
+    for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())
+)
+
+
+def api_versions_error_frame(correlation_id: int) -> bytes:
+    """The answer to an ApiVersions request of a version we do not serve: a v0-format body with error 35
+    (UNSUPPORTED_VERSION) and our supported key list, behind response header v0. Clients retry with a version
+    from that list (Kafka's ``ApiVersionsRequest.getErrorResponse`` behaviour)."""
+    body = ApiVersionsResponseV0(error_code=ErrorCode.unsupported_version, api_keys=_SUPPORTED_V0)
+    return encode_response(RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None), body)

@@ -67,3 +67,58 @@ def assignment_partitions(assignment: bytes) -> dict[str, list[int]]:
         topic = r.string()
         out.setdefault(topic, []).extend(r.i32() for _ in range(r.array_len()))
     return out
+
+
+# --- encoders (for tests, tools and error paths; the coordinator itself passes these bytes through) ---------------
+
+_SUBSCRIPTION_MAX_VERSION = 3
+_ASSIGNMENT_MAX_VERSION = 3
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return _I16.pack(len(raw)) + raw
+
+
+def _nullable_bytes(value: bytes | None) -> bytes:
+    if value is None:
+        return _I32.pack(-1)
+    return _I32.pack(len(value)) + bytes(value)
+
+
+def _topic_partitions(partitions: dict[str, list[int]]) -> bytes:
+    out = [_I32.pack(len(partitions))]
+    for topic, indexes in partitions.items():
+        out.append(_string(topic))
+        out.append(_I32.pack(len(indexes)))
+        out.extend(_I32.pack(p) for p in indexes)
+    return b"".join(out)
+
+
+def encode_subscription(
+    topics: list[str],
+    user_data: bytes | None = b"",
+    version: int = 0,
+    *,
+    owned_partitions: dict[str, list[int]] | None = None,
+    generation_id: int = -1,
+    rack_id: str | None = None,
+) -> bytes:
+    """A ConsumerProtocolSubscription: v0 topics + user_data, v1 + owned partitions, v2 + generation, v3 + rack."""
+    if not 0 <= version <= _SUBSCRIPTION_MAX_VERSION:
+        raise ValueError(f"unknown subscription version {version}")
+    out = [_I16.pack(version), _I32.pack(len(topics)), *(_string(t) for t in topics), _nullable_bytes(user_data)]
+    if version >= 1:
+        out.append(_topic_partitions(owned_partitions or {}))
+    if version >= 2:
+        out.append(_I32.pack(generation_id))
+    if version >= 3:
+        out.append(_I16.pack(-1) if rack_id is None else _string(rack_id))
+    return b"".join(out)
+
+
+def encode_assignment(partitions: dict[str, list[int]], user_data: bytes | None = b"", version: int = 0) -> bytes:
+    """A ConsumerProtocolAssignment (every version has the same layout: partitions, then user_data)."""
+    if not 0 <= version <= _ASSIGNMENT_MAX_VERSION:
+        raise ValueError(f"unknown assignment version {version}")
+    return _I16.pack(version) + _topic_partitions(partitions) + _nullable_bytes(user_data)

@@ -1,0 +1,168 @@
+"""Timers: session expiry (§5.4), new-member join timeout, join timer (§5.3), pending-sync timeout (§5.5),
+and re-validation of stale timers (§16.2)."""
+
+from __future__ import annotations
+
+from coordinator.core.group import GroupState
+from coordinator.core.records import (
+    GroupMetadataRecord,
+    JoinPhaseCompleted,
+    MemberRemoved,
+    RebalanceCause,
+    RebalanceStarted,
+    RemovalCause,
+)
+from protocol.errors import ErrorCode
+from tests.core.conftest import Env, form_stable_group, heartbeat, join, join_new, leave, sync
+
+S = GroupState
+E = ErrorCode
+
+
+def test_session_expiry_in_stable_removes_member_and_rebalances(env: Env) -> None:
+    sg = form_stable_group(env)
+    follower = sg.followers[0]
+    env.take()
+    env.advance(5_000)
+    heartbeat(env.gm, "g", sg.leader, sg.generation)
+    env.advance(5_000)  # follower's session (armed at t=6000 by its sync) expires at t=16000
+    assert follower not in env.group().members
+    assert env.group().state is S.PREPARING_REBALANCE
+    assert env.records() == [
+        MemberRemoved("g", follower, None, RemovalCause.SESSION_TIMEOUT, None, sg.generation, 16_000),
+        RebalanceStarted("g", sg.generation, RebalanceCause.SESSION_TIMEOUT, follower, None, None, "Stable", 16_000),
+    ]
+
+
+def test_new_member_parked_in_long_rebalance_expires_after_new_member_join_timeout(env: Env) -> None:
+    sg = form_stable_group(env, rebalance_timeout_ms=600_000, session_timeout_ms=30_000)
+    leader, follower = sg.leader, sg.followers[0]
+    join(env.gm, "g", leader, rebalance_timeout_ms=600_000, session_timeout_ms=30_000)
+    new_reply = join_new(env.gm, "g", client_id="newcomer", session_timeout_ms=30_000)
+    (newcomer,) = env.group().members.keys() - {leader, follower}
+    start = env.now()
+    for _ in range(29):  # the follower stays alive without rejoining
+        env.advance(10_000)
+        heartbeat(env.gm, "g", follower, sg.generation)
+    env.advance(start + 299_999 - env.now())
+    assert not new_reply.done
+    env.advance(1)
+    result = new_reply.result()
+    assert (result.error, result.member_id) == (E.unknown_member_id, "")
+    assert newcomer not in env.group().members
+    # the leader, parked and not new, is never expired while parked
+    assert leader in env.group().members and env.group().state is S.PREPARING_REBALANCE
+    removed = env.records(MemberRemoved)
+    assert [(r.member_id, r.cause) for r in removed if isinstance(r, MemberRemoved)] == [
+        (newcomer, RemovalCause.SESSION_TIMEOUT)
+    ]
+
+
+def test_member_expiry_during_rebalance_completes_join_phase(env: Env) -> None:
+    sg = form_stable_group(env)
+    leader_reply = join(env.gm, "g", sg.leader)
+    env.advance(10_000)  # the follower never rejoins nor heartbeats: its session expires first
+    assert leader_reply.result().error is E.none
+    assert set(env.group().members) == {sg.leader}
+    assert env.group().state is S.COMPLETING_REBALANCE
+
+
+def test_join_timer_is_max_rebalance_timeout_of_members(env: Env) -> None:
+    sg = form_stable_group(env, rebalance_timeout_ms=20_000)
+    join(env.gm, "g", sg.followers[0], rebalance_timeout_ms=45_000, protocols=[("range", b"x")])
+    assert env.timer.deadline("join-g") == env.now() + 45_000
+
+
+def test_pending_sync_timeout_removes_leader_that_never_syncs(env: Env) -> None:
+    replies = [join_new(env.gm, "g", client_id=f"c{i}", rebalance_timeout_ms=8_000) for i in range(3)]
+    env.run_until(lambda: all(r.done for r in replies))
+    results = [r.result() for r in replies]
+    leader, generation = results[0].leader, results[0].generation_id
+    followers = [r.member_id for r in results if r.member_id != leader]
+    parked = [sync(env.gm, "g", f, generation) for f in followers]
+    env.take()
+    env.advance(7_999)
+    assert env.group().state is S.COMPLETING_REBALANCE
+    env.advance(1)
+    group = env.group()
+    assert set(group.members) == set(followers)
+    assert all(p.result().error is E.rebalance_in_progress for p in parked)
+    assert group.state is S.PREPARING_REBALANCE
+    records = env.records()
+    assert [type(r) for r in records] == [MemberRemoved, RebalanceStarted]
+    assert (records[0].member_id, records[0].cause) == (leader, RemovalCause.SYNC_TIMEOUT)  # type: ignore[union-attr]
+    assert records[1].cause is RebalanceCause.SYNC_TIMEOUT  # type: ignore[union-attr]
+
+
+def test_pending_sync_timeout_with_nobody_synced_empties_group(env: Env) -> None:
+    replies = [join_new(env.gm, "g", client_id=f"c{i}", rebalance_timeout_ms=5_000) for i in range(2)]
+    env.run_until(lambda: all(r.done for r in replies))
+    env.take()
+    env.advance(5_000)
+    group = env.group()
+    assert group.state is S.EMPTY and not group.members
+    assert group.generation_id == 2
+    assert [type(r) for r in env.records()] == [
+        MemberRemoved,
+        MemberRemoved,
+        RebalanceStarted,
+        JoinPhaseCompleted,
+        GroupMetadataRecord,
+    ]
+
+
+def test_pending_sync_timer_cancelled_once_everyone_synced(env: Env) -> None:
+    sg = form_stable_group(env, rebalance_timeout_ms=8_000)
+    assert not env.timer.is_scheduled("sync-g")
+    for _ in range(5):
+        env.advance(3_000)
+        for m in sg.member_ids:
+            heartbeat(env.gm, "g", m, sg.generation)
+    assert env.group().state is S.STABLE and env.group().generation_id == sg.generation
+
+
+def test_pending_sync_timeout_applies_in_stable_too(env: Env) -> None:
+    """The leader synced (group Stable) but a follower never did: it is removed at the sync timeout."""
+    replies = [join_new(env.gm, "g", client_id=f"c{i}", rebalance_timeout_ms=8_000) for i in range(2)]
+    env.run_until(lambda: all(r.done for r in replies))
+    leader = replies[0].result().leader
+    follower = next(r.result().member_id for r in replies if r.result().member_id != leader)
+    sync(env.gm, "g", leader, 1, {leader: b"L", follower: b"F"})
+    assert env.group().state is S.STABLE
+    env.advance(8_000)
+    assert set(env.group().members) == {leader}
+    assert env.group().state is S.PREPARING_REBALANCE  # waits for the leader to rejoin
+    assert env.timer.deadline("join-g") == env.now() + 8_000
+
+
+def test_stale_sync_timer_of_old_generation_is_ignored(env: Env) -> None:
+    replies = [join_new(env.gm, "g", client_id=f"c{i}") for i in range(2)]
+    env.run_until(lambda: all(r.done for r in replies))
+    stale_op = env.timer._live["sync-g"][1]  # captured before the next generation replaces it
+    leader = replies[0].result().leader
+    join(env.gm, "g", leader, protocols=[("range", b"changed")])
+    follower = next(r.result().member_id for r in replies if r.result().member_id != leader)
+    join(env.gm, "g", follower)
+    assert env.group().generation_id == 2 and env.group().state is S.COMPLETING_REBALANCE
+    stale_op()
+    assert env.group().state is S.COMPLETING_REBALANCE and len(env.group().members) == 2
+
+
+def test_stale_session_timer_of_removed_member_is_ignored(env: Env) -> None:
+    sg = form_stable_group(env)
+    stale_op = env.timer._live[f"heartbeat-g-{sg.followers[0]}"][1]
+    leave(env.gm, "g", sg.followers[0])
+    state, generation = env.group().state, env.group().generation_id
+    stale_op()
+    assert (env.group().state, env.group().generation_id) == (state, generation)
+
+
+def test_timers_of_dropped_group_do_not_fire(env: Env) -> None:
+    sg = form_stable_group(env, n=1)
+    leave(env.gm, "g", sg.leader)
+    pending = join(env.gm, "g", "").result().member_id
+    assert env.timer.is_scheduled(f"heartbeat-g-{pending}")
+    env.gm.drop_group("g")
+    assert env.gm.group("g") is None
+    scheduled: list[str] = env.timer.keys()
+    assert not [k for k in scheduled if k.endswith("-g") or "-g-" in k]

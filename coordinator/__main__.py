@@ -1,0 +1,125 @@
+"""Command line: ``kgc serve`` (or ``python -m coordinator serve``) runs the coordinator daemon.
+
+    kgc serve [--kafka-listen HOST:PORT] [--topic NAME:PARTITIONS ...] [--config FILE] [--set NAME=VALUE ...]
+
+Command-line values override environment variables (``KGC_...``), which override the ``--config`` TOML file. More
+subcommands (groups, export) hang off the same parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from coordinator.settings import (
+    Settings,
+    SettingsError,
+    listen_override,
+    load_settings,
+    parse_set_options,
+)
+from coordinator.topics import parse_topic_spec
+
+log = logging.getLogger("coordinator")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kgc", description="Kafka-wire-compatible consumer-group coordinator")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the coordinator daemon")
+    serve.add_argument("--kafka-listen", metavar="HOST:PORT", help="Kafka listener (default 127.0.0.1:9092)")
+    serve.add_argument("--advertise", metavar="HOST:PORT", help="address clients are told to connect to")
+    serve.add_argument(
+        "--topic", action="append", default=[], metavar="NAME:PARTITIONS", help="topic to expose (repeatable)"
+    )
+    serve.add_argument("--config", metavar="FILE", help="TOML settings file")
+    serve.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="Kafka-named setting (repeatable)"
+    )
+    serve.add_argument("--log-format", choices=("logfmt", "json"), help="log line format (default logfmt)")
+    serve.add_argument("--log-level", help="log level (default INFO)")
+    serve.set_defaults(func=cmd_serve)
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = parse_set_options(args.set)
+    kafka = overrides.setdefault("kafka", {})
+    if args.kafka_listen:
+        kafka.update(listen_override(args.kafka_listen))
+    if args.advertise:
+        adv = listen_override(args.advertise)
+        kafka.update(advertised_host=adv["host"], advertised_port=adv["port"])
+    if args.topic:
+        initial = dict(parse_topic_spec(spec) for spec in args.topic)
+        overrides.setdefault("topics", {})["initial"] = initial
+    if args.log_format or args.log_level:
+        section = overrides.setdefault("log", {})
+        if args.log_format:
+            section["format"] = args.log_format
+        if args.log_level:
+            section["level"] = args.log_level
+    if not kafka:
+        del overrides["kafka"]
+    return load_settings(args.config, **overrides)
+
+
+async def serve(settings: Settings) -> None:
+    from coordinator.app import App
+
+    app = App(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await app.run_until(stop)
+
+
+def _run(coro: Any) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)
+    else:
+        uvloop.run(coro)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from coordinator.logs import setup_logging
+
+    try:
+        settings = settings_from_args(args)
+    except (SettingsError, ValueError) as exc:
+        message = str(exc) if not isinstance(exc, ValidationError) else _validation_message(exc)
+        print(f"kgc: configuration error: {message}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log.level, settings.log.format)
+    try:
+        _run(serve(settings))
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    return 0
+
+
+def _validation_message(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

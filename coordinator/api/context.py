@@ -1,0 +1,73 @@
+"""What an API adapter gets: the request's context and the services it may use.
+
+``CoordinatorApi`` is the part of ``coordinator.core.coordinator.GroupCoordinator`` the adapters call; it is a
+Protocol so the adapters depend on the facade's shape, not on its construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from coordinator.core import messages as m
+from coordinator.core.deferred import Deferred
+from coordinator.topics import TopicRegistry
+from protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """This process as a Kafka broker: the only node, leader of everything, coordinator of every group."""
+
+    node_id: int
+    host: str
+    port: int
+    cluster_id: str = "kgc-cluster"
+    rack: str | None = None
+
+
+class CoordinatorApi(Protocol):
+    def join_group(self, request: m.JoinGroupRequest) -> Deferred[m.JoinGroupResult]: ...
+
+    def sync_group(self, request: m.SyncGroupRequest) -> Deferred[m.SyncGroupResult]: ...
+
+    def heartbeat(self, request: m.HeartbeatRequest) -> ErrorCode: ...
+
+    def leave_group(self, request: m.LeaveGroupRequest) -> Deferred[m.LeaveGroupResult]: ...
+
+    def commit_offsets(self, request: m.OffsetCommitRequest) -> Deferred[m.OffsetCommitResult]: ...
+
+    def fetch_offsets(self, request: m.OffsetFetchRequest) -> m.OffsetFetchResult: ...
+
+    def delete_offsets(self, request: m.OffsetDeleteRequest) -> Deferred[m.OffsetDeleteResult]: ...
+
+    def list_groups(self, states_filter: list[str], types_filter: list[str]) -> list[m.ListedGroup]: ...
+
+    def describe_groups(self, group_ids: list[str | None]) -> list[m.DescribedGroup]: ...
+
+    def delete_groups(self, group_ids: list[str | None]) -> Deferred[list[m.DeleteGroupResult]]: ...
+
+
+@dataclass(slots=True)
+class Services:
+    coordinator: CoordinatorApi
+    topics: TopicRegistry
+    node: Node
+    supported_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    max_fetch_wait_ms: int = 30_000  # cap on a Fetch's max_wait (a client cannot park a request for ever)
+    closing: bool = False
+
+
+# A handler returns the kio response body, or an awaitable of it for requests that park (JoinGroup, SyncGroup, Fetch,
+# and anything waiting for a durable write).
+Handler = Callable[[Services, RequestContext, Any], Any | Awaitable[Any]]

@@ -1,0 +1,57 @@
+"""FindCoordinator (10): single key (v0-3) and batched ``coordinator_keys`` (v4+). This node coordinates everything.
+
+Key types: 0 GROUP -> this node. 1 TRANSACTION -> this node as well: a transactional producer must find *some*
+coordinator before it fails on the APIs we do not advertise (InitProducerId), and answering COORDINATOR_NOT_AVAILABLE
+would make it retry for ever instead of failing clearly. 2 SHARE exists from v6; below v6 (and any unknown type) is
+INVALID_REQUEST, like Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+from ._util import response_cls
+from .build import build
+from .context import RequestContext, Services
+
+_GROUP, _TRANSACTION, _SHARE = 0, 1, 2
+
+
+def _key_error(key_type: int, version: int) -> ErrorCode:
+    if key_type in (_GROUP, _TRANSACTION):
+        return ErrorCode.none
+    if key_type == _SHARE and version >= 6:
+        return ErrorCode.none
+    return ErrorCode.invalid_request
+
+
+def _entry(services: Services, key: str, error: ErrorCode) -> dict[str, Any]:
+    node = services.node
+    if error is ErrorCode.none:
+        return {
+            "key": key,
+            "node_id": node.node_id,
+            "host": node.host,
+            "port": node.port,
+            "error_code": error,
+            "error_message": None,
+        }
+    return {
+        "key": key,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+        "error_code": error,
+        "error_message": "unknown or unsupported coordinator key type",
+    }
+
+
+def handle_find_coordinator(services: Services, ctx: RequestContext, body: Any) -> Any:
+    key_type = int(getattr(body, "key_type", _GROUP))
+    error = _key_error(key_type, ctx.api_version)
+    cls = response_cls(ctx)
+    if ctx.api_version >= 4:
+        return build(cls, {"coordinators": [_entry(services, key, error) for key in body.coordinator_keys]})
+    return build(cls, _entry(services, body.key, error))

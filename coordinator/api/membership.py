@@ -1,0 +1,162 @@
+"""JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13): kio requests of any version <-> core messages.
+
+Version rules handled here (the core is version-free except for ``api_version`` where Kafka's semantics depend on
+it, e.g. MEMBER_ID_REQUIRED from JoinGroup v4):
+
+* JoinGroup v0 has no rebalance timeout: it is the session timeout. v<7 responses cannot carry a null protocol
+  name, so null is sent as "" (Kafka's JoinGroupResponse.apply); v7+ send "" as null.
+* SyncGroup v5+ must name protocol type and name: a null one is INCONSISTENT_GROUP_PROTOCOL before the core
+  (Kafka's KafkaApis check).
+* LeaveGroup v0-2 carry one member and answer with a top-level error only: the first non-NONE member error, or the
+  top-level error.
+* ``client_host`` comes from the peer address (Kafka shows "/1.2.3.4"), ``client_id`` from the request header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.core import messages as m
+from protocol.errors import ErrorCode
+
+from ._util import ms, response_cls, then
+from .build import build
+from .context import RequestContext, Services
+
+# ----------------------------------------------------------------------------------------------------- JoinGroup
+
+
+def join_request(ctx: RequestContext, body: Any) -> m.JoinGroupRequest:
+    session_timeout_ms = ms(body.session_timeout)
+    rebalance_timeout_ms = ms(body.rebalance_timeout) if ctx.api_version >= 1 else session_timeout_ms
+    return m.JoinGroupRequest(
+        group_id=body.group_id,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, p.metadata) for p in body.protocols],
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        client_id=ctx.client_id,
+        client_host=ctx.client_host,
+        api_version=ctx.api_version,
+        reason=getattr(body, "reason", None),
+    )
+
+
+def join_response(ctx: RequestContext, result: m.JoinGroupResult) -> Any:
+    if ctx.api_version < 7:
+        protocol_name: str | None = result.protocol_name or ""
+    else:
+        protocol_name = result.protocol_name or None
+    return build(
+        response_cls(ctx),
+        {
+            "error_code": result.error,
+            "generation_id": result.generation_id,
+            "protocol_type": result.protocol_type,
+            "protocol_name": protocol_name,
+            "leader": result.leader,
+            "member_id": result.member_id,
+            "skip_assignment": result.skip_assignment,
+            "members": [
+                {"member_id": x.member_id, "group_instance_id": x.group_instance_id, "metadata": x.metadata}
+                for x in result.members
+            ],
+        },
+    )
+
+
+def handle_join_group(services: Services, ctx: RequestContext, body: Any) -> Any:
+    request = join_request(ctx, body)
+    return then(services.coordinator.join_group(request), lambda r: join_response(ctx, r))
+
+
+# ----------------------------------------------------------------------------------------------------- SyncGroup
+
+
+def sync_request(ctx: RequestContext, body: Any) -> m.SyncGroupRequest:
+    return m.SyncGroupRequest(
+        group_id=body.group_id,
+        generation_id=body.generation_id,
+        member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+        assignments=[(a.member_id, a.assignment) for a in body.assignments],
+        api_version=ctx.api_version,
+    )
+
+
+def sync_response(ctx: RequestContext, result: m.SyncGroupResult) -> Any:
+    return build(
+        response_cls(ctx),
+        {
+            "error_code": result.error,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name,
+            "assignment": result.assignment,
+        },
+    )
+
+
+def handle_sync_group(services: Services, ctx: RequestContext, body: Any) -> Any:
+    request = sync_request(ctx, body)
+    if ctx.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        return sync_response(ctx, m.SyncGroupResult(ErrorCode.inconsistent_group_protocol))
+    return then(services.coordinator.sync_group(request), lambda r: sync_response(ctx, r))
+
+
+# ----------------------------------------------------------------------------------------------------- Heartbeat
+
+
+def handle_heartbeat(services: Services, ctx: RequestContext, body: Any) -> Any:
+    error = services.coordinator.heartbeat(
+        m.HeartbeatRequest(
+            group_id=body.group_id,
+            generation_id=body.generation_id,
+            member_id=body.member_id,
+            group_instance_id=getattr(body, "group_instance_id", None),
+        )
+    )
+    return build(response_cls(ctx), {"error_code": error})
+
+
+# ---------------------------------------------------------------------------------------------------- LeaveGroup
+
+
+def leave_request(ctx: RequestContext, body: Any) -> m.LeaveGroupRequest:
+    if ctx.api_version < 3:
+        members = [m.LeaveMember(member_id=body.member_id)]
+    else:
+        members = [
+            m.LeaveMember(
+                member_id=x.member_id, group_instance_id=x.group_instance_id, reason=getattr(x, "reason", None)
+            )
+            for x in body.members
+        ]
+    return m.LeaveGroupRequest(group_id=body.group_id, members=members)
+
+
+def leave_response(ctx: RequestContext, result: m.LeaveGroupResult) -> Any:
+    cls = response_cls(ctx)
+    if ctx.api_version < 3:
+        error = result.error
+        if error is ErrorCode.none:
+            error = next((x.error for x in result.members if x.error is not ErrorCode.none), ErrorCode.none)
+        return build(cls, {"error_code": error})
+    return build(
+        cls,
+        {
+            "error_code": result.error,
+            "members": [
+                {"member_id": x.member_id, "group_instance_id": x.group_instance_id, "error_code": x.error}
+                for x in result.members
+            ],
+        },
+    )
+
+
+def handle_leave_group(services: Services, ctx: RequestContext, body: Any) -> Any:
+    request = leave_request(ctx, body)
+    return then(services.coordinator.leave_group(request), lambda r: leave_response(ctx, r))

@@ -1,0 +1,158 @@
+"""Replaying the record log rebuilds the same groups and offsets (the load path), and skips what it does not know."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from coordinator.core.coordinator import GroupCoordinator
+from coordinator.core.group import GroupState
+from coordinator.core.messages import OffsetDeleteRequest
+from coordinator.core.records import (
+    GroupRemovalCause,
+    GroupTombstone,
+    OffsetCommitRecord,
+    OffsetRemovalCause,
+    OffsetTombstone,
+    RebalanceStarted,
+    Record,
+    is_state_record,
+    new_empty_group_record,
+)
+from tests.core.conftest import form_stable_group, join_new, leave
+from tests.core.test_coordinator import commit, make_coordinator, subscription
+
+RETENTION = 100_000
+
+
+def snapshot(coord: GroupCoordinator) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Everything Kafka persists about groups and offsets, as plain values."""
+    groups: dict[str, Any] = {}
+    for g in coord.groups.all_groups():
+        groups[g.group_id] = {
+            "state": g.state,
+            # a simple group's timestamp is its creation time in memory (unused: its offsets expire by commit time)
+            "state_timestamp": g.state_timestamp_ms if g.protocol_type is not None else None,
+            "generation": g.generation_id,
+            "protocol_type": g.protocol_type,
+            "protocol": g.protocol_name,
+            "leader": g.leader_id,
+            "static": dict(g.static_members),
+            "subscribed": g.subscribed_topics,
+            "members": {
+                m.member_id: (
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.session_timeout_ms,
+                    m.rebalance_timeout_ms,
+                    m.assignment,
+                    m.metadata_or_empty(g.protocol_name),
+                )
+                for m in g.members.values()
+            },
+        }
+    offsets = {gid: dict(coord.offsets.committed(gid)) for gid in set(groups) | set(coord.offsets.group_ids())}
+    return groups, {k: v for k, v in offsets.items() if v}
+
+
+def replayed(records: list[Record | object], start_ms: int) -> GroupCoordinator:
+    _, fresh = make_coordinator(start_ms=start_ms)
+    for record in records:
+        fresh.replay(record)
+    fresh.on_loaded()
+    return fresh
+
+
+def test_replay_of_the_log_rebuilds_the_same_groups_and_offsets() -> None:
+    env, coord = make_coordinator(offsets_retention_ms=RETENTION)
+    protocols = [("range", subscription("t"))]
+    # a Stable consumer group with member commits, one static member
+    g = form_stable_group(env, "stable", 2, protocols=protocols, instance_ids=["i-0", None])
+    commit(coord, "stable", ("t", 0, 10), ("t", 1, 11), generation=g.generation, member_id=g.leader)
+    # a group that emptied (GroupMetadataRecord without members) but keeps its offsets
+    e = form_stable_group(env, "emptied", 1, protocols=protocols)
+    commit(coord, "emptied", ("t", 0, 5), generation=e.generation, member_id=e.leader)
+    leave(env.gm, "emptied", e.leader)
+    # a simple group: admin commits, one overwritten, one deleted
+    commit(coord, "simple", ("a", 0, 1), ("a", 1, 2), ("b", 0, 3))
+    commit(coord, "simple", ("a", 0, 4), version=2, retention_ms=1_000_000)
+    assert coord.delete_offsets(OffsetDeleteRequest("simple", [("b", 0)])).result().partitions[0].error.value == 0
+    # a deleted group and an expired one
+    commit(coord, "deleted", ("a", 0, 1))
+    coord.delete_groups(["deleted"]).result()
+    commit(coord, "expired", ("a", 0, 1), version=2, retention_ms=1_000)  # explicit expiry
+    env.clock.set(env.now() + 1_000)
+    assert [type(r) for r in coord.retention.run_once()] == [OffsetTombstone, GroupTombstone]
+
+    records = list(env.log.records)
+    assert any(not is_state_record(r) for r in records)  # history records ride along and must be ignored
+    live = snapshot(coord)
+    assert set(live[0]) == {"stable", "emptied", "simple"}
+    assert live[1]["simple"].keys() == {("a", 0), ("a", 1)}
+
+    fresh = replayed(records, env.now())
+    assert snapshot(fresh) == live
+    assert fresh.groups.group("stable") is not None
+    assert fresh.groups.group("stable").state is GroupState.STABLE  # type: ignore[union-attr]
+
+
+def test_rebalance_in_progress_is_not_persisted() -> None:
+    """After a reload a group reverts to its last persisted generation (§10.3)."""
+    env, _ = make_coordinator()
+    join_new(env.gm, "joining", client_id="c")
+    assert env.group("joining").state is GroupState.PREPARING_REBALANCE
+    fresh = replayed(list(env.log.records), env.now())
+    group = fresh.groups.group("joining")
+    assert group is not None
+    assert (group.state, group.generation_id, group.members) == (GroupState.EMPTY, 0, {})
+
+
+@dataclass(frozen=True)
+class FutureRecord:
+    """A record type written by a newer version."""
+
+    group_id: str
+
+
+def test_unknown_record_type_is_skipped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    records: list[Record | object] = [
+        OffsetCommitRecord("g", "t", 0, 5, -1, "", 100, None, "", -1),
+        FutureRecord("g"),
+        OffsetCommitRecord("g", "t", 1, 6, -1, "", 100, None, "", -1),
+    ]
+    with caplog.at_level(logging.WARNING):
+        fresh = replayed(records, 1_000)
+    assert sorted(fresh.offsets.committed("g")) == [("t", 0), ("t", 1)]
+    assert "FutureRecord" in caplog.text
+
+
+def test_history_records_do_not_create_groups() -> None:
+    fresh = replayed([RebalanceStarted("h", 0, "new_member", None, None, None, "Empty", 5)], 1_000)  # type: ignore[arg-type]
+    assert fresh.groups.group("h") is None
+    assert list(fresh.offsets.group_ids()) == []
+
+
+def test_offsets_after_a_group_tombstone_recreate_a_simple_group() -> None:
+    records: list[Record | object] = [
+        new_empty_group_record("g", now_ms=10, protocol_type="consumer", generation_id=3),
+        OffsetCommitRecord("g", "t", 0, 5, -1, "", 20, None, "", -1),
+        OffsetTombstone("g", "t", 0, OffsetRemovalCause.GROUP_DELETED, 30),
+        GroupTombstone("g", GroupRemovalCause.DELETED, 30),
+        OffsetCommitRecord("g", "t", 1, 7, -1, "", 40, None, "", -1),
+    ]
+    fresh = replayed(records, 1_000)
+    group = fresh.groups.group("g")
+    assert group is not None and group.is_simple_group() and group.generation_id == 0
+    assert sorted(fresh.offsets.committed("g")) == [("t", 1)]
+
+
+def test_group_tombstone_alone_removes_the_group() -> None:
+    records: list[Record | object] = [
+        new_empty_group_record("g", now_ms=10, protocol_type="consumer", generation_id=1),
+        GroupTombstone("g", GroupRemovalCause.EXPIRED, 30),
+    ]
+    assert replayed(records, 1_000).groups.group("g") is None

@@ -46,6 +46,7 @@ def create_engine(
     connect_timeout_s: float = 5.0,
     command_timeout_s: float = 30.0,
     sqlite_busy_timeout_s: float = 10.0,
+    application_name: str = "kafka-group-coordinator",
     echo: bool = False,
 ) -> AsyncEngine:
     """An engine for ``url``. ``schema`` (PostgreSQL only) sets the search_path, e.g. to share a database."""
@@ -60,9 +61,14 @@ def create_engine(
     if backend == "postgresql":
         connect_args: dict[str, Any] = {}
         if parsed.get_driver_name() == "asyncpg":
-            connect_args = {"timeout": connect_timeout_s, "command_timeout": command_timeout_s}
+            settings = {"application_name": application_name}
             if schema:
-                connect_args["server_settings"] = {"search_path": schema}
+                settings["search_path"] = schema
+            connect_args = {
+                "timeout": connect_timeout_s,
+                "command_timeout": command_timeout_s,
+                "server_settings": settings,
+            }
         return create_async_engine(url, echo=echo, pool_pre_ping=True, pool_recycle=3600, connect_args=connect_args)
     return create_async_engine(url, echo=echo, pool_pre_ping=True)
 

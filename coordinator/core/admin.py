@@ -47,7 +47,8 @@ class GroupAdmin:
     def list_groups(self, states_filter: list[str] | None, types_filter: list[str] | None) -> list[ListedGroup]:
         """Every group, filtered. Empty/None filter = all; unknown state or type names match nothing."""
         states = {s.strip().lower() for s in states_filter} if states_filter else None
-        if types_filter and CLASSIC_GROUP_TYPE not in {t.strip().lower() for t in types_filter}:
+        # Kafka trims state names but not type names (GroupType.parse only lower-cases).
+        if types_filter and CLASSIC_GROUP_TYPE not in {t.lower() for t in types_filter}:
             return []  # every group here is a classic group
         listed = [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.display, CLASSIC_GROUP_TYPE)

@@ -59,6 +59,7 @@ def test_list_groups_with_type_filter() -> None:
     assert len(coord.list_groups(None, ["consumer", "CLASSIC"])) == 3
     assert coord.list_groups(None, ["consumer"]) == []
     assert coord.list_groups(None, ["bogus"]) == []
+    assert coord.list_groups(None, [" classic"]) == []  # type names are not trimmed
     assert [g.group_id for g in coord.list_groups(["stable"], ["classic"])] == ["stable"]
 
 

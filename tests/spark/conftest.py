@@ -1,0 +1,26 @@
+"""A session-scoped local Spark for the transform tests (small, UI off, UTC)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from spark_jobs.session import build_session  # noqa: E402
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/spark/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = build_session(master="local[1]", app_name="spark-jobs-tests", shuffle_partitions=2, jdbc=False)
+    yield session
+    session.stop()

@@ -138,7 +138,7 @@ class OffsetManager:
         expire_ms = now + req.retention_time_ms if 2 <= req.api_version <= 4 and req.retention_time_ms != -1 else None
         max_len = self._config.offset_metadata_max_bytes
         results: list[PartitionError] = []
-        records: list[Record] = []
+        records: list[OffsetCommitRecord] = []
         keys: list[TopicPartition] = []
         for p in req.partitions:
             if p.metadata is not None and (len(p.metadata) > max_len or utf16_length(p.metadata) > max_len):
@@ -172,10 +172,10 @@ class OffsetManager:
             self._release_inflight(req.group_id, keys)
             if err is None:
                 for record in records:
-                    self.replay(record)  # type: ignore[arg-type]  # all are OffsetCommitRecord
+                    self.replay(record)
                 reply.resolve(OffsetCommitResult(results))
             else:
-                log.warning("[%s] offset commit write failed: %s", req.group_id, err.name)
+                log.warning("[group=%s] offset commit write failed: %s", req.group_id, err.name)
                 reply.resolve(OffsetCommitResult(_failed(results, map_append_error(err))))
 
         self._log.append(records, on_done)
@@ -258,7 +258,7 @@ class OffsetManager:
         stored = self._offsets.get(req.group_id, {})
         inflight = self._inflight.get(req.group_id, Counter())
         results: list[PartitionError] = []
-        records: list[Record] = []
+        records: list[OffsetTombstone] = []
         seen: set[TopicPartition] = set()
         for topic, partition in req.partitions:
             # Nothing is "subscribed" in an Empty group (its subscription set is empty).
@@ -280,10 +280,10 @@ class OffsetManager:
         def on_done(err: ErrorCode | None) -> None:
             if err is None:
                 for record in records:
-                    self.replay(record)  # type: ignore[arg-type]  # all are OffsetTombstone
+                    self.replay(record)
                 reply.resolve(OffsetDeleteResult(ErrorCode.none, results))
             else:
-                log.warning("[%s] offset delete write failed: %s", req.group_id, err.name)
+                log.warning("[group=%s] offset delete write failed: %s", req.group_id, err.name)
                 reply.resolve(OffsetDeleteResult(map_append_error(err)))
 
         self._log.append(records, on_done)

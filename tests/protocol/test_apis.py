@@ -1,0 +1,62 @@
+import pytest
+
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
+from protocol.codec import request_class, response_class
+
+# The advertised table, as specified for this server (docs/kafka-client-compatibility.md §5).
+SPEC = {
+    "ApiVersions": (18, 0, 4),
+    "Metadata": (3, 0, 12),
+    "FindCoordinator": (10, 0, 6),
+    "JoinGroup": (11, 0, 9),
+    "SyncGroup": (14, 0, 5),
+    "Heartbeat": (12, 0, 4),
+    "LeaveGroup": (13, 0, 5),
+    "OffsetCommit": (8, 2, 9),
+    "OffsetFetch": (9, 1, 9),
+    "ListOffsets": (2, 1, 7),
+    "Fetch": (1, 4, 12),
+    "ListGroups": (16, 0, 5),
+    "DescribeGroups": (15, 0, 5),
+    "DeleteGroups": (42, 0, 2),
+    "OffsetDelete": (47, 0, 0),
+}
+
+
+def test_advertises_exactly_the_specified_table() -> None:
+    assert dict(SUPPORTED_VERSIONS) == {key: (lo, hi) for key, lo, hi in SPEC.values()}
+
+
+def test_api_key_numbers_are_kafkas() -> None:
+    assert ApiKey.PRODUCE == 0 and ApiKey.FETCH == 1 and ApiKey.LIST_OFFSETS == 2 and ApiKey.METADATA == 3
+    assert ApiKey.OFFSET_COMMIT == 8 and ApiKey.OFFSET_FETCH == 9 and ApiKey.FIND_COORDINATOR == 10
+    assert ApiKey.JOIN_GROUP == 11 and ApiKey.HEARTBEAT == 12 and ApiKey.LEAVE_GROUP == 13
+    assert ApiKey.SYNC_GROUP == 14 and ApiKey.DESCRIBE_GROUPS == 15 and ApiKey.LIST_GROUPS == 16
+    assert ApiKey.API_VERSIONS == 18 and ApiKey.DELETE_GROUPS == 42 and ApiKey.OFFSET_DELETE == 47
+
+
+@pytest.mark.parametrize(("name", "key", "version"), [(n, k, v) for n, (k, lo, hi) in SPEC.items() for v in range(lo, hi + 1)])
+def test_kio_has_every_advertised_version(name: str, key: int, version: int) -> None:
+    req, resp = request_class(key, version), response_class(key, version)
+    assert (req.__api_key__, req.__version__) == (key, version)
+    assert (resp.__api_key__, resp.__version__) == (key, version)
+    assert req.__name__ == f"{name}Request" and resp.__name__ == f"{name}Response"
+
+
+@pytest.mark.parametrize(("key", "lo", "hi"), list(SPEC.values()))
+def test_is_supported_bounds(key: int, lo: int, hi: int) -> None:
+    assert is_supported(key, lo) and is_supported(key, hi)
+    assert not is_supported(key, lo - 1)
+    assert not is_supported(key, hi + 1)
+
+
+@pytest.mark.parametrize("key", [ApiKey.PRODUCE, ApiKey.SASL_HANDSHAKE, ApiKey.CONSUMER_GROUP_HEARTBEAT, 999, -1])
+def test_unserved_keys_are_unsupported(key: int) -> None:
+    assert not any(is_supported(key, v) for v in range(0, 20))
+
+
+def test_unknown_schema_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        request_class(12, 99)
+    with pytest.raises(ValueError):
+        response_class(999, 0)

@@ -605,3 +605,13 @@ def test_initial_delay_remaining_uses_rebalance_timeout_at_start(env: Env) -> No
     join_new(env.gm, "g", client_id="c2", rebalance_timeout_ms=100_000)
     env.advance(3_000)
     assert first.done
+
+
+# ------------------------------------------------------------------------------------------------------ logging
+def test_log_lines_are_prefixed_with_the_group_and_name_the_cause(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="coordinator.group")
+    sg = form_stable_group(env)
+    join(env.gm, "g", sg.leader)
+    lines = [r.getMessage() for r in caplog.records if r.name == "coordinator.group"]
+    assert lines and all(line.startswith("[group=g] ") for line in lines)
+    assert any("because leader_rejoin" in line and f"generation {sg.generation}" in line for line in lines)

@@ -124,13 +124,16 @@ class SqlRecordLog:
         """Create the engine (SQLite file under ``data_dir`` unless ``url``), migrate the schema, start the writer.
 
         Raises ``StorageError`` if the database cannot be reached or migrated."""
-        engine = create_engine(database_url(url, data_dir), schema=schema, **engine_options)
+        try:
+            engine = create_engine(database_url(url, data_dir), schema=schema, **engine_options)
+        except Exception as e:
+            raise StorageError(f"cannot set up the database engine: {_describe(e)}") from e
         try:
             if run_migrations:
                 await migrate(engine)
         except Exception as e:
             await engine.dispose()
-            raise StorageError(f"cannot prepare the database schema: {e}") from e
+            raise StorageError(f"cannot prepare the database schema: {_describe(e)}") from e
         record_log = cls(engine, max_batch_records=max_batch_records, owns_engine=True)
         record_log.start()
         return record_log

@@ -1,0 +1,148 @@
+"""Database trouble: every waiter of a failed batch gets COORDINATOR_NOT_AVAILABLE, nothing is raised, and the log
+recovers by itself when the database is back.
+
+SQLite outage: another connection holds the write lock (``BEGIN IMMEDIATE``) beyond the busy timeout.
+PostgreSQL outage: the log talks to the server through a TCP proxy that the test stops (connections cut, port
+refused) and starts again; and, separately, the server kills the log's backends (``pg_terminate_backend``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from coordinator.core.records import OffsetCommitRecord
+from protocol.errors import ErrorCode
+from storage import SqlRecordLog, StorageError, create_engine
+
+from .conftest import PG_URL, Database
+from .records_gen import commit
+from .tcp_proxy import TcpProxy
+
+Outage = tuple[Callable[[], Coroutine[Any, Any, None]], Callable[[], Coroutine[Any, Any, None]]]
+
+
+@asynccontextmanager
+async def log_with_outage(database: Database) -> AsyncIterator[tuple[SqlRecordLog, Outage]]:
+    if database.kind == "sqlite":
+        log = await database.open_log(sqlite_busy_timeout_s=0.2)
+        blocker = sqlite3.connect(str(database.sqlite_path), isolation_level=None, timeout=5)
+
+        async def break_db() -> None:
+            blocker.execute("BEGIN IMMEDIATE")  # holds the write lock: writers time out
+
+        async def heal_db() -> None:
+            blocker.execute("ROLLBACK")
+
+        try:
+            yield log, (break_db, heal_db)
+        finally:
+            await log.close()
+            blocker.close()
+        return
+    target = make_url(PG_URL)
+    proxy = TcpProxy(target.host or "127.0.0.1", target.port or 5432)
+    await proxy.start()
+    url = target.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    log = await SqlRecordLog.open(url, connect_timeout_s=2, **database.engine_options())  # type: ignore[arg-type]
+    try:
+        yield log, (proxy.stop, proxy.start)
+    finally:
+        await log.close()
+        await proxy.stop()
+
+
+async def test_outage_fails_the_waiting_batches_then_recovers(database: Database) -> None:
+    async with log_with_outage(database) as (log, (break_db, heal_db)):
+        answers: list[tuple[str, ErrorCode | None]] = []
+
+        def waiter(name: str) -> Callable[[ErrorCode | None], None]:
+            return lambda error: answers.append((name, error))
+
+        log.append([commit("g", "t", 0, 1, 1_000)], waiter("before"))
+        await log.flush()
+        assert answers == [("before", None)]
+
+        await break_db()
+        for i in range(5):  # several waiters, possibly in one batch: each is answered once, in order
+            log.append([commit("g", "t", 0, 10 + i, 2_000 + i)], waiter(f"down-{i}"))
+        await log.flush()
+        assert answers[1:] == [(f"down-{i}", ErrorCode.coordinator_not_available) for i in range(5)]
+        assert log.stats.failed_transactions >= 1
+
+        log.append([commit("g", "t", 0, 20, 3_000)], waiter("still-down"))  # the writer is still alive
+        await log.flush()
+        assert answers[-1] == ("still-down", ErrorCode.coordinator_not_available)
+
+        await heal_db()
+        log.append([commit("g", "t", 0, 30, 4_000), commit("g", "t", 1, 31, 4_000)], waiter("after"))
+        await log.flush()
+        assert answers[-1] == ("after", None)
+
+        # Failed batches were not written (and are not retried): the state is "before" + "after".
+        loaded = [r for r in await log.load() if isinstance(r, OffsetCommitRecord)]
+        assert [(r.partition, r.offset) for r in loaded] == [(0, 30), (1, 31)]
+        commits = await log.queries.commit_log("g")
+        assert sorted(e.offset for e in commits[0]) == [1, 30, 31]
+        # Positions stay dense: a failed transaction hands out nothing.
+        assert sorted(e.position for e in commits[0]) == [1, 2, 3]
+
+
+async def test_reads_raise_storage_error_during_an_outage(database: Database) -> None:
+    if database.kind == "sqlite":
+        pytest.skip("a SQLite write lock does not block readers (WAL)")
+    async with log_with_outage(database) as (log, (break_db, heal_db)):
+        await break_db()
+        with pytest.raises(StorageError):
+            await log.load()
+        with pytest.raises(StorageError):
+            await log.queries.latest_offsets("g")
+        await heal_db()
+        assert await log.load() == []
+
+
+@pytest.mark.postgres
+async def test_killed_backends_are_replaced_transparently(database: Database) -> None:
+    if database.kind != "postgresql":
+        pytest.skip("PostgreSQL only")
+    log = await database.open_log()
+    admin = create_engine(PG_URL)
+    try:
+        done: list[ErrorCode | None] = []
+        log.append([commit("g", "t", 0, 1, 1)], done.append)
+        await log.flush()
+        async with admin.begin() as conn:
+            killed = (
+                await conn.execute(
+                    text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "WHERE application_name = :name AND pid <> pg_backend_pid()"
+                    ),
+                    {"name": database.application_name},
+                )
+            ).scalar_one()
+        assert killed >= 1
+        # pool_pre_ping notices the dead connection at checkout and opens a new one.
+        log.append([commit("g", "t", 0, 2, 2)], done.append)
+        await log.flush()
+        assert done == [None, None]
+        assert [r.offset for r in await log.load() if isinstance(r, OffsetCommitRecord)] == [2]
+    finally:
+        await admin.dispose()
+        await log.close()
+
+
+async def test_open_raises_storage_error_when_the_database_is_unreachable(database: Database) -> None:
+    if database.kind == "sqlite":
+        url = "sqlite+aiosqlite:////proc/no-such-dir/x.db"
+    else:
+        url = make_url(PG_URL).set(port=1).render_as_string(hide_password=False)
+    with pytest.raises(StorageError):
+        await asyncio.wait_for(SqlRecordLog.open(url, connect_timeout_s=2), timeout=30)

@@ -205,8 +205,10 @@ class GroupManager(RebalanceEngine):
             reply.resolve(JoinGroupResult(error=e.error, member_id=member_id))
             return
         state = group.state
-        if state is PREPARING_REBALANCE:  # E5
-            self._update_member_then_rebalance_or_complete_join(group, member, req, reply, RebalanceCause.NEW_MEMBER)
+        if state is PREPARING_REBALANCE:  # E5 (no new rebalance starts, so the cause is never recorded)
+            self._update_member_then_rebalance_or_complete_join(
+                group, member, req, reply, RebalanceCause.METADATA_CHANGE
+            )
         elif state is COMPLETING_REBALANCE:
             if member.matches(req.protocols):  # E6: e.g. the client missed its JoinGroup response
                 is_leader = group.is_leader(member_id)

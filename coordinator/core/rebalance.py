@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 
 from protocol.errors import ErrorCode
@@ -166,7 +166,7 @@ class RebalanceEngine:
 
     def _schedule_session(self, member: Member, timeout_ms: int | None = None) -> None:
         op = member.expire_op
-        if op is None:  # a member built outside the manager (e.g. by a test); track lazily
+        if op is None:  # every member the manager adds or replays is tracked; anything else is a bug
             raise RuntimeError(f"member {member.member_id} has no session timer plumbing")
         self._timer.schedule(member.heartbeat_key, member.session_timeout_ms if timeout_ms is None else timeout_ms, op)
 
@@ -504,6 +504,3 @@ class RebalanceEngine:
     def _warn_on_failure(group_id: str, what: str, error: ErrorCode | None) -> None:
         if error is not None:
             log.warning("[group=%s] failed to write %s: %s", group_id, what, error.name)
-
-    def _iter_groups(self) -> Iterable[ClassicGroup]:
-        return self._groups.values()

@@ -120,7 +120,7 @@ def test_reloaded_follower_rejoining_with_full_protocol_list_rebalances(env: Env
     sg = form_stable_group(env)
     fresh = make_env()
     for record in env.records(GroupMetadataRecord, GroupTombstone):
-        fresh.gm.replay(record)  # type: ignore[arg-type]
+        fresh.gm.replay(record)
     fresh.gm.on_loaded()
     group = fresh.group()
     assert group.state is S.STABLE and group.generation_id == sg.generation

@@ -96,8 +96,9 @@ class Rebalance:
     members_in: list[MemberIn] = field(default_factory=list)
     members_out: list[MemberOut] = field(default_factory=list)
     partitions_moved: list[PartitionMove] | None = None  # consumer protocol only, once Stable
-    _before_position: int | None = None  # the group metadata record in force when the rebalance started
-    _after_position: int | None = None  # the group metadata record of the new generation
+    # Positions of the group metadata records in force at the start and of the new generation (internal).
+    _before_position: int | None = field(default=None, compare=False, repr=False)
+    _after_position: int | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -457,9 +457,12 @@ class GroupManager(RebalanceEngine):
     # ============================================================================================== Heartbeat
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
         """H1-H8. The hot path: a few dict lookups and one timer re-arm; never touches the log."""
-        group = self._groups.get(req.group_id)
-        if group is None:
-            return _UNKNOWN_MEMBER_ID if req.group_id else _INVALID_GROUP_ID  # H1
+        group_id = req.group_id
+        if not group_id:  # checked first: OffsetCommit may create a simple group with the empty id
+            return _INVALID_GROUP_ID
+        group = self._groups.get(group_id)
+        if group is None:  # H1
+            return _UNKNOWN_MEMBER_ID
         state = group.state
         if state is DEAD:  # H2
             return _COORDINATOR_NOT_AVAILABLE

@@ -101,3 +101,13 @@ def test_heartbeat_never_touches_the_log() -> None:
             heartbeat(env.gm, "g", m, sg.generation)
         assert env.log.pending == 0
         assert len(env.log.records) == written
+
+
+def test_empty_group_id_is_invalid_even_if_a_simple_group_has_it(env: Env) -> None:
+    env.gm.get_or_create_simple_group("")  # OffsetCommit accepts the empty group id (backward compatibility)
+    assert heartbeat(env.gm, "", "m", -1) is E.invalid_group_id
+    assert join(env.gm, "", "").result().error is E.invalid_group_id
+    from tests.core.conftest import leave, sync
+
+    assert sync(env.gm, "", "m", -1).result().error is E.invalid_group_id
+    assert leave(env.gm, "", "m").result().error is E.invalid_group_id

@@ -6,7 +6,7 @@ import pytest
 
 from coordinator.core.group import GroupState
 from protocol.errors import ErrorCode
-from tests.core.conftest import Env, form_stable_group, heartbeat, join, join_new, make_env
+from tests.core.conftest import Env, form_stable_group, heartbeat, join, join_new, leave, make_env, sync
 
 S = GroupState
 E = ErrorCode
@@ -107,7 +107,5 @@ def test_empty_group_id_is_invalid_even_if_a_simple_group_has_it(env: Env) -> No
     env.gm.get_or_create_simple_group("")  # OffsetCommit accepts the empty group id (backward compatibility)
     assert heartbeat(env.gm, "", "m", -1) is E.invalid_group_id
     assert join(env.gm, "", "").result().error is E.invalid_group_id
-    from tests.core.conftest import leave, sync
-
     assert sync(env.gm, "", "m", -1).result().error is E.invalid_group_id
     assert leave(env.gm, "", "m").result().error is E.invalid_group_id

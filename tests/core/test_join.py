@@ -31,6 +31,7 @@ from tests.core.conftest import (
     heartbeat,
     join,
     join_new,
+    leave,
     make_env,
     sync,
 )
@@ -201,8 +202,6 @@ def test_join_with_other_protocol_type_or_no_common_protocol_is_inconsistent(env
 
 def test_protocol_type_of_emptied_group_can_change(env: Env) -> None:
     sg = form_stable_group(env, n=1)
-    from tests.core.conftest import leave
-
     leave(env.gm, "g", sg.leader)
     assert env.group().state is S.EMPTY and env.group().protocol_type == "consumer"
     reply = join_new(env.gm, "g", protocol_type="connect", protocols=[("v1", b"")])
@@ -474,8 +473,6 @@ def test_dynamic_members_that_do_not_rejoin_are_removed_and_leader_reelected(env
 
 def test_join_phase_with_nobody_left_makes_group_empty_and_writes_record(env: Env) -> None:
     sg = form_stable_group(env, n=1)
-    from tests.core.conftest import leave
-
     env.take()
     env.clock.set(env.now() + 5)
     leave(env.gm, "g", sg.leader)

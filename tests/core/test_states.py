@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.core.deferred import Deferred
 from coordinator.core.group import (
     VALID_PREVIOUS_STATES,
     ClassicGroup,
@@ -12,6 +13,7 @@ from coordinator.core.group import (
     Member,
     MemberValidationError,
 )
+from coordinator.core.messages import JoinGroupResult, SyncGroupResult
 from protocol.errors import ErrorCode
 
 S = GroupState
@@ -110,8 +112,6 @@ def member(mid: str, protocols: list[tuple[str, bytes]], instance: str | None = 
 
 
 def test_has_satisfied_heartbeat() -> None:
-    from coordinator.core.deferred import Deferred
-
     m = member("m", [("range", b"")])
     m.join_reply = Deferred()
     assert not m.has_satisfied_heartbeat()  # new members never do (5-minute new-member timeout applies)
@@ -202,9 +202,6 @@ def test_leader_and_counts_follow_add_and_remove() -> None:
 
 
 def test_replace_static_member_moves_identity_and_fences_old_replies() -> None:
-    from coordinator.core.deferred import Deferred
-    from coordinator.core.messages import JoinGroupResult, SyncGroupResult
-
     g = ClassicGroup(group_id="g", created_ms=0)
     old = member("old", [("range", b"x")], instance="i")
     old.assignment = b"assigned"

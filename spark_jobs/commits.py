@@ -171,11 +171,9 @@ def expiring_groups(inputs: Inputs, config: ReportConfig, rng: ReportRange) -> D
     Columns: group_id, protocol_type, empty_since_ms, live_offsets, offsets_expiring, earliest_expiry_ms,
     all_expired_ms (when the last offset expires and the group can be deleted)."""
     until = F.lit(rng.until_ms)
-    last_per_key = (
-        commit_steps(inputs)
-        .select(*KEY, "position", "commit_timestamp_ms", "expire_timestamp_ms", F.lit(True).alias("_live"))
-        .where(F.col("commit_timestamp_ms") < until)
-    )
+    last_per_key = inputs.offset_commits.select(
+        *KEY, "position", "commit_timestamp_ms", "expire_timestamp_ms", F.lit(True).alias("_live")
+    ).where(F.col("commit_timestamp_ms") < until)
     removed = inputs.offset_removals.where(F.col("timestamp_ms") < until).select(
         *KEY,
         "position",

@@ -117,7 +117,7 @@ def test_leader_election_and_reelection(daemon: Daemon) -> None:
         [leader_runner] = [r for r in runners if r.member.joined and r.member.joined[1] == leader]
         leader_runner.leave()
         runners.remove(leader_runner)
-        new_generation, new_leader = wait_for(
+        _, new_leader = wait_for(
             lambda: (a := _agreed(runners)) and a[0] > generation and a, 15, "the survivors to elect a new leader"
         )
         assert new_leader != leader

@@ -159,7 +159,8 @@ def _partition_indexes(t: Any) -> Iterable[int]:
 
 
 def _by_name(t: Any) -> dict[str, Any]:
-    return {"name": t.name}
+    # Newer versions name topics by id (OffsetCommit/OffsetFetch v10, Fetch v13); keep whichever the request used.
+    return {"name": getattr(t, "name", ""), "topic_id": getattr(t, "topic_id", uuid_zero)}
 
 
 def _build_top_level(cls: type[Any], error: ErrorCode, body: Any) -> Any:
@@ -246,7 +247,7 @@ def _build_list_offsets(cls: type[Any], error: ErrorCode, body: Any) -> Any:
 
 
 def _fetch_topic(t: Any) -> dict[str, Any]:
-    return {"topic": getattr(t, "topic", ""), "topic_id": getattr(t, "topic_id", uuid_zero)}
+    return {"topic": getattr(t, "topic", ""), "topic_id": getattr(t, "topic_id", uuid_zero)}  # Fetch says "topic"
 
 
 def _build_fetch(cls: type[Any], error: ErrorCode, body: Any) -> Any:

@@ -160,8 +160,8 @@ def _plan(entity_type: type[Any]) -> _Step:
                 if known is not None:
                     name, step = known
                     values[name], used = step(buf, offset)
-                    if used != end:
-                        raise DecodeError(f"tagged field {tag} of {entity_type.__name__} has a wrong size")
+                    if used > end:
+                        raise DecodeError(f"tagged field {tag} of {entity_type.__name__} overruns its size")
                 offset = end
         return entity_type(**values), offset
 

@@ -9,6 +9,7 @@ gives golden bytes to compare kio's (and our codec's) bytes against.
 from __future__ import annotations
 
 import dataclasses
+import io
 import itertools
 from datetime import timedelta
 from typing import Any
@@ -43,6 +44,8 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsRespo
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kio.serial._serialize import get_field_writer
+from kio.serial.writers import write_unsigned_varint
 
 from protocol.errors import ErrorCode
 from protocol.tolerant import _entity_item_type
@@ -162,3 +165,60 @@ def to_kafka_python(kp_cls: Any, value: Any, version: int | None) -> Any:
     if version is None:
         return kp_cls(**kwargs)
     return kp_cls[version](**kwargs)
+
+
+UNKNOWN_TAG = 1000  # above every tag Kafka defines for these messages, so it sorts last
+UNKNOWN_TAG_PAYLOAD = b"\xde\xad\xbe"
+
+
+def encode_with_unknown_tags(value: Any) -> bytes:
+    """Encode like kio, but add an unknown tagged field (tag ``UNKNOWN_TAG``) to every flexible struct.
+
+    A reader following Kafka's rules must decode this to ``value``.
+    """
+    out = io.BytesIO()
+    _write_with_unknown_tags(out, value)
+    return out.getvalue()
+
+
+def _write_with_unknown_tags(out: io.BytesIO, value: Any) -> None:
+    cls = type(value)
+    flexible = bool(cls.__flexible__)
+    tagged: list[tuple[int, bytes]] = []
+    for f in dataclasses.fields(cls):
+        v = getattr(value, f.name)
+        tag = f.metadata.get("tag")
+        buf = io.BytesIO() if tag is not None else out
+        if tag is not None and v == f.default:
+            continue
+        item_type, is_array, nullable = _entity_item_type(f)
+        if item_type is not None and is_array:
+            if v is None:
+                buf.write(b"\x00" if flexible else b"\xff\xff\xff\xff")
+            else:
+                if flexible:
+                    write_unsigned_varint(buf, len(v) + 1)
+                else:
+                    buf.write(len(v).to_bytes(4, "big"))
+                for item in v:
+                    _write_with_unknown_tags(buf, item)
+        elif item_type is not None:
+            if nullable and tag is None:
+                if v is None:
+                    buf.write(b"\xff")
+                    continue
+                buf.write(b"\x01")
+            _write_with_unknown_tags(buf, v)
+        else:
+            get_field_writer(f, flexible, False, tag is not None)(buf, v)
+        if tag is not None:
+            assert isinstance(buf, io.BytesIO)
+            tagged.append((int(tag), buf.getvalue()))
+    if not flexible:
+        return
+    tagged.append((UNKNOWN_TAG, UNKNOWN_TAG_PAYLOAD))
+    write_unsigned_varint(out, len(tagged))
+    for tag, payload in sorted(tagged):
+        write_unsigned_varint(out, tag)
+        write_unsigned_varint(out, len(payload))
+        out.write(payload)

@@ -1,11 +1,11 @@
 """The operator HTTP API (aiohttp): groups, offsets, history, actions, topics, health, metrics and the dashboard.
 
 Public interface: ``create_http_app``, ``start_http`` / ``HttpServer.stop``, ``parse_listen``, the ``keys`` module
-(typed ``web.AppKey``s), ``MemoryHistory`` + ``TapLog`` (history fed from the record log) and ``MemoryTopics``.
+(typed ``web.AppKey``s), ``MemoryHistory`` + ``TapLog`` (history fed from the record log).
 """
 
 from .app import HttpServer, create_http_app, parse_listen, start_http, stop_http
-from .deps import CoreFacade, MemoryTopics, ReadyState, TopicRegistry
+from .deps import CoreFacade, ReadyState, TopicRegistry
 from .history import HistorySource, MemoryHistory, TapLog
 
 __all__ = [
@@ -13,7 +13,6 @@ __all__ = [
     "HistorySource",
     "HttpServer",
     "MemoryHistory",
-    "MemoryTopics",
     "ReadyState",
     "TapLog",
     "TopicRegistry",

@@ -25,9 +25,10 @@ from aiohttp.typedefs import Handler
 
 from coordinator.core.clock import Clock, SystemClock
 from coordinator.metrics import Metrics
+from coordinator.topics import TopicRegistry as Topics
 
 from . import keys
-from .deps import CoreFacade, MemoryTopics, ReadinessProbe, TopicRegistry
+from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource, MemoryHistory
 from .openapi import build_openapi, openapi_handler
 from .routes import ENDPOINTS, METRICS_PATH_ITEM, json_error, metrics_endpoint
@@ -54,7 +55,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as e:
         if e.content_type == "application/json" or e.status < 400:
             raise
-        raise json_error(e.status, e.reason or "error") from None
+        replacement = json_error(e.status, e.reason or "error")
+        for name, value in e.headers.items():  # keep Allow (405), Location, ...
+            if name.lower() not in ("content-type", "content-length"):
+                replacement.headers[name] = value
+        raise replacement from None
     except Exception:
         log.exception("operator API: unexpected error on %s %s", request.method, request.path)
         raise json_error(500, "internal error (logged)") from None
@@ -107,7 +112,7 @@ def create_http_app(
     app = web.Application(middlewares=[metrics_middleware, error_middleware, auth_middleware])
     app[keys.CORE] = core
     app[keys.CLOCK] = clock if clock is not None else SystemClock()
-    app[keys.TOPICS] = topics if topics is not None else MemoryTopics()
+    app[keys.TOPICS] = topics if topics is not None else Topics(auto_create=False)
     app[keys.HISTORY] = history if history is not None else MemoryHistory()
     if metrics is not None:
         app[keys.METRICS] = metrics

@@ -1,7 +1,7 @@
 """What the operator API needs from the rest of the daemon, as structural protocols.
 
 ``coordinator.core.coordinator.GroupCoordinator`` satisfies ``CoreFacade``; the server's topic registry satisfies
-``TopicRegistry`` (``MemoryTopics`` is the in-memory one); ``HistorySource`` is in ``coordinator.http.history``.
+``TopicRegistry``; ``HistorySource`` is in ``coordinator.http.history``.
 Keeping these as protocols lets the HTTP layer be built and tested against the real core without importing the
 asyncio daemon.
 """
@@ -9,7 +9,7 @@ asyncio daemon.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -50,31 +50,25 @@ class CoreFacade(Protocol):
     @property
     def offsets(self) -> OffsetsView: ...
 
-    def delete_groups(self, group_ids: list[str]) -> Deferred[list[DeleteGroupResult]]: ...
+    def delete_groups(self, group_ids: list[str | None]) -> Deferred[list[DeleteGroupResult]]: ...
+
+
+class TopicView(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> int: ...
 
 
 class TopicRegistry(Protocol):
-    def partitions(self, topic: str) -> int | None:
-        """The partition count of a registered topic, None if unknown."""
-        ...
+    """``coordinator.topics.TopicRegistry`` (the server's): names -> partition counts; ``add`` grows only."""
 
-    def all_topics(self) -> Mapping[str, int]: ...
+    def get(self, name: str) -> TopicView | None: ...
 
-    def register(self, topic: str, partitions: int) -> None: ...
+    def all(self) -> Sequence[TopicView]: ...
 
-
-class MemoryTopics:
-    def __init__(self, topics: Mapping[str, int] | None = None) -> None:
-        self._topics: dict[str, int] = dict(topics or {})
-
-    def partitions(self, topic: str) -> int | None:
-        return self._topics.get(topic)
-
-    def all_topics(self) -> Mapping[str, int]:
-        return self._topics
-
-    def register(self, topic: str, partitions: int) -> None:
-        self._topics[topic] = partitions
+    def add(self, name: str, partitions: int) -> TopicView: ...
 
 
 @dataclass(frozen=True, slots=True)

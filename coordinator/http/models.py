@@ -6,19 +6,31 @@ Query models validate the query string (unknown parameters are ignored, wrong ty
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
 # Kafka's limits on names: group ids are any non-empty string; topic names are legal Kafka topic names.
-TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+TOPIC_NAME_PATTERN = r"^(?!\.{1,2}$)[a-zA-Z0-9._-]{1,249}$"
 MAX_PAGE = 1000
 
 
+def _json_integer(value: object) -> object:
+    """JSON Schema's integer: 3 and 3.0 are integers, true and "3" are not (the bodies are parsed strictly)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+_INTEGER = BeforeValidator(_json_integer)
+
+
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Request bodies are parsed strictly: ``false`` is not 0, ``"1"`` is not 1."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Out(BaseModel):
@@ -243,8 +255,10 @@ class TopicList(Out):
 
 
 class TopicCreate(Body):
+    model_config = ConfigDict(extra="forbid", strict=True, regex_engine="python-re")
+
     name: Annotated[str, Field(pattern=TOPIC_NAME_PATTERN, description="A legal Kafka topic name.")]
-    partitions: Annotated[int, Field(ge=1, le=100_000)]
+    partitions: Annotated[int, Field(ge=1, le=100_000), _INTEGER]
 
 
 # ------------------------------------------------------------------------------------------------------ actions
@@ -262,44 +276,68 @@ class ResetStrategy(StrEnum):
 
 class TopicSelection(Body):
     topic: Annotated[str, Field(min_length=1, max_length=249)]
-    partitions: list[Annotated[int, Field(ge=0, le=2**31 - 1)]] | None = Field(
+    partitions: list[Annotated[int, Field(ge=0, le=2**31 - 1), _INTEGER]] | None = Field(
         default=None, description="Omit for every partition of the topic."
     )
 
 
-class OffsetResetRequest(Body):
-    """``kafka-consumer-groups.sh --reset-offsets``. This service stores no messages: earliest = latest = 0."""
-
-    strategy: ResetStrategy
-    topics: list[TopicSelection] | None = Field(default=None, description="The partitions to reset (--topic).")
-    all_topics: bool = Field(default=False, description="Every partition the group has committed (--all-topics).")
-    to_offset: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = Field(default=None, description="to-offset")
-    shift_by: Annotated[int, Field(ge=-(2**62), le=2**62)] | None = Field(default=None, description="shift-by")
-    to_datetime: AwareDatetime | None = Field(
-        default=None, description="to-datetime: the offsets the group had committed at this instant."
-    )
-    by_duration: Annotated[timedelta, Field(ge=timedelta(0), le=timedelta(days=36_500))] | None = Field(
-        default=None, description="by-duration (ISO 8601, e.g. PT1H): to-datetime of now minus this duration."
+class _Reset(Body):
+    topics: Literal["all"] | Annotated[list[TopicSelection], Field(min_length=1, max_length=1000)] = Field(
+        description='"all": every partition the group has committed (--all-topics); or the partitions to reset '
+        "(--topic)."
     )
     execute: bool = Field(default=False, description="Apply the plan. Without it the answer is a dry run.")
 
-    @model_validator(mode="after")
-    def _check(self) -> OffsetResetRequest:
-        if self.all_topics == (self.topics is not None):
-            raise ValueError("give exactly one of topics and all_topics")
-        needs: dict[ResetStrategy, str] = {
-            ResetStrategy.TO_OFFSET: "to_offset",
-            ResetStrategy.SHIFT_BY: "shift_by",
-            ResetStrategy.TO_DATETIME: "to_datetime",
-            ResetStrategy.BY_DURATION: "by_duration",
-        }
-        for strategy, name in needs.items():
-            given = getattr(self, name) is not None
-            if given and strategy is not self.strategy:
-                raise ValueError(f"{name} only applies to {strategy.value}")
-            if strategy is self.strategy and not given:
-                raise ValueError(f"{strategy.value} needs {name}")
-        return self
+
+class ResetToEarliest(_Reset):
+    """The log start offset: 0 here (no messages are stored)."""
+
+    strategy: Literal["to-earliest"]
+
+
+class ResetToLatest(_Reset):
+    """The log end offset: 0 here (no messages are stored)."""
+
+    strategy: Literal["to-latest"]
+
+
+class ResetToCurrent(_Reset):
+    """The committed offset (0 where there is none)."""
+
+    strategy: Literal["to-current"]
+
+
+class ResetToOffset(_Reset):
+    strategy: Literal["to-offset"]
+    to_offset: Annotated[int, Field(ge=0, le=2**63 - 1), _INTEGER]
+
+
+class ResetShiftBy(_Reset):
+    """The committed offset plus ``shift_by`` (at least 0); partitions without a committed offset are refused."""
+
+    strategy: Literal["shift-by"]
+    shift_by: Annotated[int, Field(ge=-(2**62), le=2**62), _INTEGER]
+
+
+class ResetToDatetime(_Reset):
+    """The offsets the group had committed at that instant (0 where it had none)."""
+
+    strategy: Literal["to-datetime"]
+    to_datetime: AwareDatetime = Field(description="ISO 8601 with a time zone, e.g. 2026-01-01T00:00:00Z")
+
+
+class ResetByDuration(_Reset):
+    """to-datetime of now minus ``by_duration_ms``."""
+
+    strategy: Literal["by-duration"]
+    by_duration_ms: Annotated[int, Field(ge=0, le=10**13), _INTEGER]
+
+
+OffsetResetRequest = Annotated[
+    ResetToEarliest | ResetToLatest | ResetToCurrent | ResetToOffset | ResetShiftBy | ResetToDatetime | ResetByDuration,
+    Field(discriminator="strategy"),
+]
+OFFSET_RESET_REQUEST: TypeAdapter[OffsetResetRequest] = TypeAdapter(OffsetResetRequest)
 
 
 class PartitionReset(Out):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
 from .models import ErrorBody
@@ -36,7 +36,8 @@ class Endpoint:
     tag: str
     responses: dict[int, type[BaseModel]]
     query: type[BaseModel] | None = None
-    body: type[BaseModel] | None = None
+    body: type[BaseModel] | TypeAdapter[Any] | None = None
+    body_name: str | None = None  # the schema name of a TypeAdapter body (a discriminated union)
     mutating: bool = False
     description: str = ""
     path_descriptions: dict[str, str] = field(default_factory=dict)
@@ -72,7 +73,7 @@ def build_openapi(
     models: list[type[BaseModel]] = [ErrorBody]
     for ep in endpoints:
         models.extend(ep.responses.values())
-        if ep.body is not None:
+        if isinstance(ep.body, type):
             models.append(ep.body)
         if ep.query is not None:
             models.append(ep.query)
@@ -80,6 +81,11 @@ def build_openapi(
     keyed = [(m, "validation" if _is_input(m, endpoints) else "serialization") for m in unique]
     _, top = models_json_schema(keyed, ref_template=REF)  # type: ignore[arg-type]
     schemas: dict[str, Any] = top.get("$defs", {})
+    for ep in endpoints:
+        if isinstance(ep.body, TypeAdapter):
+            adapter_schema = ep.body.json_schema(ref_template=REF)
+            schemas.update(adapter_schema.pop("$defs", {}))
+            schemas[_body_name(ep)] = adapter_schema
 
     paths: dict[str, Any] = {}
     for ep in endpoints:
@@ -117,7 +123,7 @@ def build_openapi(
         if ep.body is not None:
             op["requestBody"] = {
                 "required": True,
-                "content": {"application/json": {"schema": {"$ref": REF.format(model=ep.body.__name__)}}},
+                "content": {"application/json": {"schema": {"$ref": REF.format(model=_body_name(ep))}}},
             }
         statuses = dict(ep.responses)
         if ep.query is not None or ep.body is not None:
@@ -152,6 +158,13 @@ def build_openapi(
             },
         },
     }
+
+
+def _body_name(ep: Endpoint) -> str:
+    if isinstance(ep.body, type):
+        return ep.body.__name__
+    assert ep.body_name is not None, f"{ep.path}: a TypeAdapter body needs body_name"
+    return ep.body_name
 
 
 def _is_input(model: type[BaseModel], endpoints: list[Endpoint]) -> bool:

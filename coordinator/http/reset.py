@@ -5,14 +5,25 @@ partition: to-earliest and to-latest resolve to 0, and so does to-current for a 
 (Kafka uses the log end there). to-offset is taken as given (Kafka clamps it into [log start, log end], which here
 would always give 0). to-datetime and by-duration cannot look up message timestamps either; they resolve to the
 offset the group had committed at that instant (from the commit log), or 0 where it had none - "put the group back
-where it was at that time". shift-by moves the committed offset and, like Kafka, refuses partitions with none.
+where it was at that time". shift-by moves the committed offset and, like Kafka, refuses partitions with none
+(409: the request is well formed, the group's offsets do not allow it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .models import OffsetResetRequest, PartitionReset, ResetStrategy
+from .models import (
+    OffsetResetRequest,
+    PartitionReset,
+    ResetByDuration,
+    ResetShiftBy,
+    ResetToCurrent,
+    ResetToDatetime,
+    ResetToEarliest,
+    ResetToLatest,
+    ResetToOffset,
+)
 
 EARLIEST = 0
 LATEST = 0  # no messages are stored: the log end is 0 too
@@ -34,12 +45,12 @@ def select_partitions(
     req: OffsetResetRequest, committed: Mapping[TopicPartition, int], topic_partitions: Mapping[str, int]
 ) -> list[TopicPartition]:
     """The partitions a reset applies to (``--all-topics`` or ``--topic t[:p,...]``), sorted."""
-    if req.all_topics:
+    if req.topics == "all":
         if not committed:
-            raise ResetError(400, "the group has no committed offsets; name the topics to reset")
+            raise ResetError(409, "the group has no committed offsets; name the topics to reset")
         return sorted(committed)
     selected: set[TopicPartition] = set()
-    for sel in req.topics or []:
+    for sel in req.topics:
         count = topic_partitions.get(sel.topic)
         if sel.partitions is not None:
             if count is not None:
@@ -67,24 +78,22 @@ def plan_reset(
     out: list[PartitionReset] = []
     for tp in partitions:
         current = committed.get(tp)
-        match req.strategy:
-            case ResetStrategy.TO_EARLIEST:
+        match req:
+            case ResetToEarliest():
                 new = EARLIEST
-            case ResetStrategy.TO_LATEST:
+            case ResetToLatest():
                 new = LATEST
-            case ResetStrategy.TO_CURRENT:
+            case ResetToCurrent():
                 new = current if current is not None else LATEST
-            case ResetStrategy.TO_OFFSET:
-                assert req.to_offset is not None  # the model validator guarantees it
+            case ResetToOffset():
                 new = req.to_offset
-            case ResetStrategy.SHIFT_BY:
-                assert req.shift_by is not None
+            case ResetShiftBy():
                 if current is None:
                     raise ResetError(
-                        400, f"cannot shift offset for partition {tp[0]}-{tp[1]}: it has no committed offset"
+                        409, f"cannot shift offset for partition {tp[0]}-{tp[1]}: it has no committed offset"
                     )
                 new = current + req.shift_by
-            case ResetStrategy.TO_DATETIME | ResetStrategy.BY_DURATION:
+            case ResetToDatetime() | ResetByDuration():
                 new = (as_of or {}).get(tp, EARLIEST)
         out.append(
             PartitionReset(

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from coordinator.core.group import ClassicGroup, GroupState, Member
 from coordinator.core.messages import OffsetCommitPartition, OffsetCommitRequest
@@ -27,6 +27,7 @@ from protocol.errors import ErrorCode
 from . import keys
 from .deps import DeferredTimeout, wait_deferred
 from .models import (
+    OFFSET_RESET_REQUEST,
     CommitLog,
     CommittedOffset,
     DeletedGroup,
@@ -44,7 +45,9 @@ from .models import (
     Readiness,
     RebalanceHistory,
     RemovedMember,
+    ResetByDuration,
     ResetStrategy,
+    ResetToDatetime,
     TimeRangeQuery,
     TopicCreate,
     TopicList,
@@ -116,11 +119,13 @@ def parse_query(request: web.Request, model: type[M]) -> M:
         raise json_error(400, "invalid query parameters", _validation_details(e)) from None
 
 
-async def parse_body(request: web.Request, model: type[M]) -> M:
+async def parse_body(request: web.Request, model: type[M] | TypeAdapter[M]) -> M:
     raw = await request.read()
     if not raw:
         raise json_error(400, "a JSON body is required")
     try:
+        if isinstance(model, TypeAdapter):
+            return model.validate_json(raw)
         return model.model_validate_json(raw)
     except ValidationError as e:
         raise json_error(400, "invalid request body", _validation_details(e)) from None
@@ -307,24 +312,25 @@ async def remove_member(request: web.Request) -> web.Response:
 
 async def reset_offsets(request: web.Request) -> web.Response:
     gid, group = _group(request)
-    req = await parse_body(request, OffsetResetRequest)
+    req: OffsetResetRequest = await parse_body(request, OFFSET_RESET_REQUEST)
     if group is not None and group.state is not GroupState.EMPTY:
         raise json_error(
             409, f"group {gid!r} is {group.state.value}; offsets can only be reset while it is Empty (no consumers)"
         )
     core = request.app[keys.CORE]
     committed = {tp: o.offset for tp, o in core.offsets.committed(gid).items()}
-    topics = request.app[keys.TOPICS].all_topics()
+    if group is None and not committed and req.topics == "all":
+        raise json_error(404, f"unknown group {gid!r}")
+    topics = {t.name: t.partitions for t in request.app[keys.TOPICS].all()}
     try:
         partitions = select_partitions(req, committed, topics)
         as_of = None
-        if req.strategy in (ResetStrategy.TO_DATETIME, ResetStrategy.BY_DURATION):
-            if req.to_datetime is not None:
-                at_ms = epoch_ms(req.to_datetime)
+        if isinstance(req, ResetToDatetime | ResetByDuration):
+            if isinstance(req, ResetToDatetime):
+                at_ms = epoch_ms(req.to_datetime) or 0
             else:
-                assert req.by_duration is not None
-                at_ms = request.app[keys.CLOCK].now_ms() - int(req.by_duration.total_seconds() * 1000)
-            as_of = await request.app[keys.HISTORY].committed_as_of(gid, at_ms or 0)
+                at_ms = request.app[keys.CLOCK].now_ms() - req.by_duration_ms
+            as_of = await request.app[keys.HISTORY].committed_as_of(gid, at_ms)
         plan = plan_reset(req, partitions, committed, as_of)
     except ResetError as e:
         raise json_error(e.status, e.message) from None
@@ -343,28 +349,33 @@ async def reset_offsets(request: web.Request) -> web.Response:
             error = min(errors, key=lambda e: e.value)
             raise json_error(_ACTION_STATUS.get(error, 503), f"offsets of group {gid!r} were not reset: {error.name}")
         log.info("[%s] offsets reset (%s) on %d partition(s) through the operator API", gid, req.strategy, len(plan))
-    return respond(OffsetResetResult(group_id=gid, strategy=req.strategy, dry_run=not req.execute, partitions=plan))
+    return respond(
+        OffsetResetResult(group_id=gid, strategy=ResetStrategy(req.strategy), dry_run=not req.execute, partitions=plan)
+    )
 
 
 # ------------------------------------------------------------------------------------------------------- topics
 
 
 async def list_topics(request: web.Request) -> web.Response:
-    topics = request.app[keys.TOPICS].all_topics()
-    return respond(TopicList(topics=[TopicView(name=n, partitions=c) for n, c in sorted(topics.items())]))
+    topics = request.app[keys.TOPICS].all()
+    return respond(TopicList(topics=[TopicView(name=t.name, partitions=t.partitions) for t in topics]))
 
 
 async def create_topic(request: web.Request) -> web.Response:
+    """Register a topic; an existing one may grow (like Kafka's CreatePartitions), never shrink."""
     body = await parse_body(request, TopicCreate)
     registry = request.app[keys.TOPICS]
-    existing = registry.partitions(body.name)
-    if existing is not None:
-        if existing != body.partitions:
-            raise json_error(409, f"topic {body.name!r} exists with {existing} partitions")
-        return respond(TopicView(name=body.name, partitions=existing), 200)
-    registry.register(body.name, body.partitions)
-    log.info("topic %s registered with %d partitions through the operator API", body.name, body.partitions)
-    return respond(TopicView(name=body.name, partitions=body.partitions), 201)
+    existing = registry.get(body.name)
+    if existing is not None and existing.partitions > body.partitions:
+        raise json_error(409, f"topic {body.name!r} has {existing.partitions} partitions; it cannot shrink")
+    try:
+        topic = registry.add(body.name, body.partitions)
+    except ValueError as e:
+        raise json_error(400, str(e)) from None
+    if existing is None or existing.partitions != topic.partitions:
+        log.info("topic %s registered with %d partitions through the operator API", topic.name, topic.partitions)
+    return respond(TopicView(name=topic.name, partitions=topic.partitions), 201 if existing is None else 200)
 
 
 # ------------------------------------------------------------------------------------------------------- health
@@ -409,7 +420,7 @@ ENDPOINTS: list[Endpoint] = [
              {200: GroupOffsets, 404: ErrorBody}, path_descriptions=GROUP),
     Endpoint("POST", "/v1/groups/{group}/offsets/reset", reset_offsets, "Reset offsets (dry run by default)",
              "actions", {200: OffsetResetResult, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody},
-             body=OffsetResetRequest, mutating=True, path_descriptions=GROUP,
+             body=OFFSET_RESET_REQUEST, body_name="OffsetResetRequest", mutating=True, path_descriptions=GROUP,
              description="The strategies of kafka-consumer-groups.sh --reset-offsets. This service stores no "
              "messages, so to-earliest and to-latest resolve to 0; to-datetime/by-duration resolve to the offsets "
              "the group had committed at that instant. Refused (409) unless the group is Empty. With execute=true "

@@ -132,8 +132,13 @@ async def test_offsets_of_a_consumer_group_and_of_a_simple_group(world: World, c
     world.commit("g-stable", {("orders", 2): 42, ("orders", 0): 10}, stable[0], generation)
     body = await get_json(client, "/v1/groups/g-stable/offsets")
     assert body["group_id"] == "g-stable"
-    assert [(o["topic"], o["partition"], o["offset"]) for o in body["offsets"]] == [("orders", 0, 10), ("orders", 2, 42)]
-    assert body["offsets"][0]["metadata"] == "meta" and body["offsets"][0]["commit_timestamp_ms"] == world.clock.now_ms()
+    assert [(o["topic"], o["partition"], o["offset"]) for o in body["offsets"]] == [
+        ("orders", 0, 10),
+        ("orders", 2, 42),
+    ]
+    assert (
+        body["offsets"][0]["metadata"] == "meta" and body["offsets"][0]["commit_timestamp_ms"] == world.clock.now_ms()
+    )
     body = await get_json(client, "/v1/groups/g-empty/offsets")
     assert [(o["topic"], o["partition"], o["offset"]) for o in body["offsets"]] == [("orders", 0, 7)]
 

@@ -160,9 +160,7 @@ class World:
         plan = range_assign([c.member_id for c in consumers], wanted)
         replies = []
         for c in sorted(consumers, key=lambda c: c.member_id == leader):  # the leader last
-            assignments = (
-                [(m, encode_assignment(a)) for m, a in plan.items()] if c.member_id == leader else []
-            )
+            assignments = [(m, encode_assignment(a)) for m, a in plan.items()] if c.member_id == leader else []
             replies.append(
                 self.core.sync_group(
                     SyncGroupRequest(group_id, generation, c.member_id, c.instance_id, "consumer", "range",

@@ -1,0 +1,330 @@
+"""Benchmark: start-up (open + load) with a large history, on the embedded SQLite database.
+
+    python -m storage.bench_load [--history-rows 1000000] [--offsets 100000] [--groups 1000] [--data-dir DIR]
+
+Generates, with bulk ``executemany`` inserts straight into the schema (not through the writer, so generation is
+fast): ``--history-rows`` rows spread over the log and history tables, ``--offsets`` current committed offsets
+and ``--groups`` live groups with 5 members each. Then measures ``SqlRecordLog.open`` (engine + migration check)
+and ``load()``, and the group-commit write path (``--clients`` concurrent clients doing ``--commits`` synchronous
+commits each). Not part of the test suite: it takes tens of seconds and writes ~200 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import sqlite3
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+from .database import SQLITE_FILE_NAME, create_engine, database_url, migrate
+from .log import SqlRecordLog
+
+Rows = list[tuple[Any, ...]]
+MEMBERS_PER_GROUP = 5
+TOPICS_PER_GROUP = 4
+
+
+def assignment(topic: str, partitions: list[int]) -> bytes:
+    raw = topic.encode()
+    out = struct.pack(">hih", 0, 1, len(raw)) + raw + struct.pack(">i", len(partitions))
+    return out + b"".join(struct.pack(">i", p) for p in partitions) + struct.pack(">i", -1)
+
+
+def generate(path: Path, history_rows: int, offsets: int, groups: int, seed: int = 1) -> dict[str, int]:
+    rng = random.Random(seed)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA synchronous=OFF")
+    now = 1_700_000_000_000
+    position = 0
+    counts: dict[str, int] = {}
+
+    def insert(table: str, rows: Rows) -> None:
+        if rows:
+            marks = ",".join("?" * len(rows[0]))
+            db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+            counts[table] = counts.get(table, 0) + len(rows)
+
+    def columns(table: str) -> list[str]:
+        return [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+
+    # Column order of each table as created by the migration (the INSERTs below follow it).
+    assert columns("offset_commits")[:3] == ["position", "group_id", "topic"]
+
+    group_ids = [f"group-{g:05d}" for g in range(groups)]
+    partitions_per_group = max(1, offsets // groups)
+
+    # History: 70 % offset commits, the rest rebalance events, generation members and assigned partitions.
+    commits_target = int(history_rows * 0.7)
+    chunk: Rows = []
+    while counts.get("offset_commits", 0) + len(chunk) < commits_target:
+        position += 1
+        g = rng.randrange(groups)
+        p = rng.randrange(partitions_per_group)
+        chunk.append(
+            (
+                position,
+                group_ids[g],
+                f"topic-{p % TOPICS_PER_GROUP}",
+                p // TOPICS_PER_GROUP,
+                position * 10,
+                5,
+                "",
+                now + position,
+                None,
+                f"member-{g}-{p % MEMBERS_PER_GROUP}",
+                7,
+            )
+        )
+        if len(chunk) == 50_000:
+            insert("offset_commits", chunk)
+            chunk = []
+    insert("offset_commits", chunk)
+
+    generation = 0
+    while sum(counts.values()) < history_rows:
+        generation += 1
+        started, joined_phase, members_rows, stabilized, member_joined, metadata, gen_members, parts = (
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+            [],
+        )
+        for g, gid in enumerate(group_ids[: min(groups, 500)]):
+            position += 1
+            started.append(
+                (position, gid, generation - 1, "new_member", f"m-{g}", None, None, "Stable", now + position)
+            )
+            position += 1
+            member_joined.append(
+                (
+                    position,
+                    gid,
+                    f"m-{g}-{generation}",
+                    None,
+                    "client",
+                    "/10.0.0.1",
+                    '["range"]',
+                    45_000,
+                    60_000,
+                    now + position,
+                )
+            )
+            position += 1
+            members = [f"m-{g}-{i}" for i in range(MEMBERS_PER_GROUP)]
+            joined_phase.append(
+                (
+                    position,
+                    gid,
+                    generation,
+                    "CompletingRebalance",
+                    "consumer",
+                    "range",
+                    members[0],
+                    len(members),
+                    0,
+                    250,
+                    now + position,
+                )
+            )
+            members_rows += [(position, mid, gid, generation, False) for mid in members]
+            position += 1
+            metadata.append(
+                (
+                    position,
+                    gid,
+                    "consumer",
+                    generation,
+                    "range",
+                    members[0],
+                    now + position,
+                    len(members),
+                    now + position,
+                )
+            )
+            for i, mid in enumerate(members):
+                owned = [p for p in range(8) if (p + generation) % MEMBERS_PER_GROUP == i]
+                gen_members.append(
+                    (
+                        position,
+                        mid,
+                        gid,
+                        generation,
+                        i,
+                        None,
+                        "client",
+                        "/10.0.0.1",
+                        60_000,
+                        45_000,
+                        b"\x00\x01sub",
+                        assignment("topic-0", owned),
+                        True,
+                    )
+                )
+                parts += [(position, mid, "topic-0", p, gid, generation, None) for p in owned]
+            position += 1
+            stabilized.append((position, gid, generation, 40, 290, now + position))
+        insert("rebalance_started", started)
+        insert("member_joined", member_joined)
+        insert("join_phase_completed", joined_phase)
+        insert("join_phase_members", members_rows)
+        insert("group_metadata_log", metadata)
+        insert("generation_members", gen_members)
+        insert("assigned_partitions", parts)
+        insert("group_stabilized", stabilized)
+    insert(
+        "log_batches",
+        [(min(p + 99, position), p, min(100, position - p + 1), now + p, now + p) for p in range(1, position + 1, 100)],
+    )
+
+    # Current state: the snapshot tables load() reads.
+    current_groups: Rows = []
+    current_members: Rows = []
+    current_offsets: Rows = []
+    for g, gid in enumerate(group_ids):
+        members = [f"m-{g}-{i}" for i in range(MEMBERS_PER_GROUP)]
+        current_groups.append((gid, g + 1, "consumer", generation, "range", members[0], now, len(members), now))
+        for i, mid in enumerate(members):
+            owned = [p for p in range(8) if p % MEMBERS_PER_GROUP == i]
+            current_members.append(
+                (
+                    gid,
+                    mid,
+                    i,
+                    None,
+                    "client",
+                    "/10.0.0.1",
+                    60_000,
+                    45_000,
+                    b"\x00\x01\x00\x00\x00\x01\x00\x07topic-0\xff\xff\xff\xff",
+                    assignment("topic-0", owned),
+                )
+            )
+    for n in range(offsets):
+        g, p = divmod(n, partitions_per_group)
+        current_offsets.append(
+            (
+                group_ids[g % groups],
+                f"topic-{p % TOPICS_PER_GROUP}",
+                p // TOPICS_PER_GROUP,
+                n + 1,
+                n * 10,
+                5,
+                "",
+                now + n,
+                None,
+                f"member-{g}",
+                7,
+            )
+        )
+    insert("current_groups", current_groups)
+    insert("current_group_members", current_members)
+    insert("current_offsets", current_offsets)
+    db.execute("UPDATE log_state SET last_position = ?", (position,))
+    db.commit()
+    db.close()
+    return counts
+
+
+async def prepare(data_dir: Path) -> None:
+    engine = create_engine(database_url(None, data_dir))
+    await migrate(engine)
+    await engine.dispose()
+
+
+async def measure_load(data_dir: Path) -> tuple[float, float, int]:
+    t0 = time.perf_counter()
+    log = await SqlRecordLog.open(data_dir=data_dir)
+    t1 = time.perf_counter()
+    records = await log.load()
+    t2 = time.perf_counter()
+    await log.close()
+    return t1 - t0, t2 - t1, len(records)
+
+
+async def measure_writes(data_dir: Path, clients: int, commits_per_client: int) -> tuple[float, int]:
+    """``clients`` concurrent committers, each waiting for its commit to be durable before the next one (like a
+    consumer's commitSync). Returns elapsed seconds and the number of transactions used."""
+    from coordinator.core.records import new_offset_commit_record
+
+    log = await SqlRecordLog.open(data_dir=data_dir)
+    before = log.stats.transactions
+    loop = asyncio.get_running_loop()
+
+    async def client(c: int) -> None:
+        for i in range(commits_per_client):
+            future: asyncio.Future[object] = loop.create_future()
+            record = new_offset_commit_record(
+                f"group-{c:05d}",
+                "topic-0",
+                i % 8,
+                offset=i,
+                leader_epoch=1,
+                metadata="",
+                commit_timestamp_ms=1_800_000_000_000 + i,
+                expire_timestamp_ms=None,
+                member_id="m",
+                generation_id=1,
+            )
+            log.append([record], future.set_result)
+            assert await future is None
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(client(c) for c in range(clients)))
+    elapsed = time.perf_counter() - t0
+    transactions = log.stats.transactions - before
+    await log.close()
+    return elapsed, transactions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--history-rows", type=int, default=1_000_000)
+    parser.add_argument("--offsets", type=int, default=100_000)
+    parser.add_argument("--groups", type=int, default=1_000)
+    parser.add_argument("--clients", type=int, default=100, help="concurrent committers for the write benchmark")
+    parser.add_argument("--commits", type=int, default=100, help="sequential commits per client")
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/kgc-bench-load"))
+    parser.add_argument("--keep", action="store_true", help="keep the generated database")
+    args = parser.parse_args()
+
+    shutil.rmtree(args.data_dir, ignore_errors=True)
+    asyncio.run(prepare(args.data_dir))
+    t0 = time.perf_counter()
+    counts = generate(args.data_dir / SQLITE_FILE_NAME, args.history_rows, args.offsets, args.groups)
+    generated = time.perf_counter() - t0
+    history = sum(v for k, v in counts.items() if not k.startswith("current_") and k != "log_batches")
+    size_mb = sum(f.stat().st_size for f in args.data_dir.iterdir()) / 1e6
+    print(
+        f"generated in {generated:.1f}s: {history} history rows, {counts['current_offsets']} current offsets, "
+        f"{counts['current_groups']} groups ({size_mb:.0f} MB)"
+    )
+    for table, n in sorted(counts.items()):
+        print(f"  {table:24} {n:>9}")
+
+    for attempt in (1, 2):
+        open_s, load_s, n = asyncio.run(measure_load(args.data_dir))
+        print(
+            f"start-up #{attempt}: open+migrate-check {open_s:.2f}s, load {load_s:.2f}s ({n} records), "
+            f"total {open_s + load_s:.2f}s"
+        )
+    elapsed, transactions = asyncio.run(measure_writes(args.data_dir, args.clients, args.commits))
+    total = args.clients * args.commits
+    print(
+        f"writes: {args.clients} clients x {args.commits} synchronous commits: {elapsed:.2f}s "
+        f"({total / elapsed:.0f} commits/s), {transactions} transactions ({total / transactions:.1f} per transaction)"
+    )
+    if not args.keep:
+        shutil.rmtree(args.data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

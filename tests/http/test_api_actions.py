@@ -91,8 +91,8 @@ async def test_reset_is_a_dry_run_by_default(world: World, client: Client) -> No
 async def test_reset_execute_goes_through_the_core_as_an_admin_commit(world: World, client: Client) -> None:
     world.commit("g", {("orders", 0): 50})
     world.log.take()
-    body = await call(client, "POST", "/v1/groups/g/offsets/reset", 200,
-                      {"strategy": "to-offset", "to_offset": 17, "topics": [{"topic": "orders"}], "execute": True})  # fmt: skip
+    req = {"strategy": "to-offset", "to_offset": 17, "topics": [{"topic": "orders"}], "execute": True}
+    body = await call(client, "POST", "/v1/groups/g/offsets/reset", 200, req)
     assert body["dry_run"] is False
     assert [(p["partition"], p["current_offset"], p["new_offset"]) for p in body["partitions"]] == [
         (0, 50, 17), (1, None, 17), (2, None, 17), (3, None, 17)

@@ -15,9 +15,9 @@ from aiohttp import web
 
 from coordinator.core.clock import ManualClock, ManualTimer
 from coordinator.core.config import GroupConfig
+from coordinator.core.coordinator import GroupCoordinator
 from coordinator.core.deferred import Deferred
 from coordinator.core.group import GroupState
-from coordinator.core.coordinator import GroupCoordinator
 from coordinator.core.log import MemoryLog
 from coordinator.core.messages import (
     JoinGroupRequest,

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-format", choices=("logfmt", "json"), help="log line format (default logfmt)")
     serve.add_argument("--log-level", help="log level (default INFO)")
     serve.set_defaults(func=cmd_serve)
+    from coordinator.cli import add_groups_subcommands  # groups/topics: clients of the operator HTTP API
+
+    add_groups_subcommands(commands)
     return parser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from sqlalchemy import func, inspect, select, text
 
 from coordinator.core.records import (
@@ -74,7 +75,7 @@ async def test_migrations_apply_on_empty_database_and_are_idempotent(database: D
 
 async def test_sqlite_runs_in_wal_mode(database: Database, record_log: SqlRecordLog) -> None:
     if database.kind != "sqlite":
-        return
+        pytest.skip("SQLite only")
     async with record_log.engine.connect() as conn:
         assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
         assert (await conn.execute(text("PRAGMA synchronous"))).scalar() == 2  # FULL
@@ -339,3 +340,44 @@ async def test_prune_history_deletes_old_batches_only_and_keeps_current_state(re
     record_log.append([commit("g", "t", 2, 1, 11_000)])
     await record_log.flush()
     assert [r.position for r in await rows(record_log, m.OffsetCommit)] == [len(old) + len(middle) + len(young) + 1]
+
+
+async def test_repeated_keys_inside_one_transaction_end_as_the_last_record(record_log: SqlRecordLog) -> None:
+    g1 = group_record("g", 1, [member("m-1")], 10)
+    g2 = group_record("g", 2, [member("m-2"), member("m-3")], 11)
+    record_log.append(
+        [
+            commit("g", "t", 0, 1, 1),
+            new_offset_tombstone("g", "t", 0, cause=OffsetRemovalCause.DELETED, now_ms=2),
+            commit("g", "t", 0, 3, 3),
+            commit("g", "t", 1, 1, 4),
+            commit("g", "t", 1, 2, 5),
+            new_offset_tombstone("g", "t", 1, cause=OffsetRemovalCause.DELETED, now_ms=6),
+            g1,
+            new_group_tombstone("g", cause=GroupRemovalCause.DELETED, now_ms=12),
+            g2,
+            group_record("gone", 1, [member("x")], 13),
+            new_group_tombstone("gone", cause=GroupRemovalCause.EXPIRED, now_ms=14),
+        ]
+    )
+    await record_log.flush()
+    assert record_log.stats.transactions == 1
+    groups, offsets = split_loaded(await record_log.load())
+    assert groups == {"g": g2}
+    assert {k: r.offset for k, r in offsets.items()} == {("g", "t", 0): 3}
+    assert [r.member_id for r in await rows(record_log, m.CurrentGroupMember, "member_index")] == ["m-2", "m-3"]
+
+
+async def test_a_batch_is_capped_at_max_batch_records(database: Database) -> None:
+    log = await database.open_log(max_batch_records=10)
+    try:
+        done: list[ErrorCode | None] = []
+        for i in range(100):
+            log.append([commit("g", "t", 0, i, i)], done.append)
+        log.append([commit("g", "t", 1, i, i) for i in range(25)], done.append)  # a bigger call is never split
+        await log.flush()
+        assert done == [None] * 101
+        sizes = [b.record_count for b in await rows(log, m.LogBatch, "last_position")]
+        assert sizes[:10] == [10] * 10 and sizes[10:] == [25]
+    finally:
+        await log.close()

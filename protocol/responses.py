@@ -80,6 +80,8 @@ def _neutral(field: dataclasses.Field[Any], error: ErrorCode) -> Any:
         return b""
     if field.name in _SENTINELS and kafka_type in ("int32", "int64"):
         return _SENTINELS[field.name]
+    if field.name == "metadata" and kafka_type == "string":
+        return ""  # OffsetFetch's NO_METADATA, as Kafka sends it with an error
     if nullable:
         return None
     if item_type is not None:
@@ -91,10 +93,12 @@ def _neutral(field: dataclasses.Field[Any], error: ErrorCode) -> Any:
 
 @typed_cache
 def _required_fields(cls: type[Any]) -> tuple[dataclasses.Field[Any], ...]:
+    """Fields without a default, and error codes even with one (OffsetFetch's top-level error defaults to none)."""
     return tuple(
         f
         for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        or f.metadata.get("kafka_type") == "error_code"
     )
 
 
@@ -283,8 +287,12 @@ def _build_offset_delete(cls: type[Any], error: ErrorCode, body: Any) -> Any:
 
 
 def _build_api_versions(cls: type[Any], error: ErrorCode, body: Any) -> Any:
-    keys = _api_version_entries(cls) if error is ErrorCode.unsupported_version else ()
-    return _fill(cls, error, api_keys=keys)
+    if error is ErrorCode.unsupported_version:
+        # Kafka answers an ApiVersions version it does not know in v0 format, with its key list, and clients parse
+        # an errored ApiVersions answer as v0 (kafka-python always, Java on failure): see api_versions_error_frame.
+        v0 = response_class(ApiKey.API_VERSIONS, 0)
+        return _fill(v0, error, api_keys=_api_version_entries(v0))
+    return _fill(cls, error, api_keys=())
 
 
 _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
@@ -308,6 +316,9 @@ _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
 
 def error_response(api_key: int, api_version: int, error: ErrorCode, request_body: Any | None = None) -> Any:
     """A kio response of that api/version with every error field set to ``error``.
+
+    Exception: ApiVersions with UNSUPPORTED_VERSION is the v0 body whatever the version (``encode_response`` accepts
+    it for any ApiVersions request).
 
     Raises ``ValueError`` for an api this module has no builder for, or a version kio does not know.
     """

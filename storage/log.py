@@ -9,11 +9,17 @@ Write path (group commit)
     for the next one, so the batch size follows the load.
 
 Failure
-    If the transaction fails for any reason (database unreachable, connection killed, disk full, a constraint),
-    every ``on_done`` of that batch gets ``ErrorCode.coordinator_not_available`` and the exception is logged, never
-    raised: SQLAlchemy/driver exceptions stop here. The records of a failed batch are NOT retried by storage. That
-    is correct because the core answered the error already and applies offsets/assignments only on success, so no
-    in-memory state ran ahead of the log; history records of a failed batch are lost (they are informational).
+    If the transaction fails (database unreachable, connection killed, lock timeout, disk full), every ``on_done``
+    of that batch gets ``ErrorCode.coordinator_not_available`` and the exception is logged, never raised:
+    SQLAlchemy/driver exceptions stop here. One exception: when the database refuses the *data* (SQLSTATE 22/23,
+    e.g. a NUL character in a string on PostgreSQL), retrying would fail again and would keep failing whoever
+    shares the batch; then the calls of that batch are written one per transaction, and the call whose own
+    records are refused gets ``ErrorCode.unknown_server_error`` (Kafka's answer to a record that can never be
+    appended, see the semantics doc §3.3) so its client stops retrying.
+
+    Apart from that split, the records of a failed batch are NOT retried by storage. That is correct because the
+    core answered the error already and applies offsets/assignments only on success, so no in-memory state ran
+    ahead of the log; history records of a failed batch are lost (they are informational).
     The next batch simply tries again on a fresh connection (``pool_pre_ping`` drops dead ones), so the log
     recovers by itself when the database is back. If a commit's outcome is unknown (connection lost during COMMIT)
     the records may be durable although the caller got an error — the same ambiguity as a Kafka produce timeout;
@@ -41,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -186,8 +193,13 @@ class SqlRecordLog:
                     await self._wakeup.wait()
                     continue
                 self._inflight = self._take_batch()
-                error = await self._write([record for records, _ in self._inflight for record in records])
+                error, bad_data = await self._write([record for records, _ in self._inflight for record in records])
+                if bad_data and len(self._inflight) > 1:
+                    await self._isolate()
+                    continue
                 calls, self._inflight = self._inflight, []
+                if bad_data:
+                    error = ErrorCode.unknown_server_error
                 self._complete(calls, error)
         finally:
             # Reached on shutdown (queue empty) or cancellation: nobody may wait forever.
@@ -225,19 +237,35 @@ class SqlRecordLog:
                     waiting.append((target, future))
             self._flush_waiters = waiting
 
-    async def _write(self, records: list[Record]) -> ErrorCode | None:
+    async def _isolate(self) -> None:
+        """The batch failed on data the database refuses (not on the database being away): write its calls one
+        by one, so that one bad request does not fail the requests that happened to share its transaction."""
+        while self._inflight:
+            records, on_done = self._inflight[0]
+            error, bad_data = await self._write(list(records))
+            del self._inflight[0]
+            self._complete([(records, on_done)], ErrorCode.unknown_server_error if bad_data else error)
+
+    async def _write(self, records: list[Record]) -> tuple[ErrorCode | None, bool]:
+        """One transaction. Returns (error, whether the failure is caused by the data rather than the database)."""
         try:
             async with self.engine.begin() as conn:
                 batch = await self._write_in(conn, records)
         except Exception as e:
             self._last_position = None
             self.stats.failed_transactions += 1
-            log.warning("storage: write of %d records failed: %s", len(records), _describe(e))
-            return ErrorCode.coordinator_not_available
+            bad_data = _is_data_error(e)
+            log.warning(
+                "storage: write of %d records failed%s: %s",
+                len(records),
+                " (refused data)" if bad_data else "",
+                _describe(e),
+            )
+            return ErrorCode.coordinator_not_available, bad_data
         self._last_position = batch.last_position
         self.stats.transactions += 1
         self.stats.records += batch.record_count
-        return None
+        return None, False
 
     async def _write_in(self, conn: AsyncConnection, records: list[Record]) -> BatchRows:
         last = self._last_position
@@ -431,6 +459,20 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _is_data_error(e: BaseException) -> bool:
+    """A failure that writing the same records again would repeat (as opposed to the database being unavailable):
+    a value the driver or database refuses (SQLSTATE class 22 data exception / 23 integrity violation, e.g. a NUL
+    character in a PostgreSQL text column), or one Python cannot convert."""
+    if isinstance(e, OverflowError | ValueError | TypeError | UnicodeError):
+        return True
+    if isinstance(e, sa_exc.DataError | sa_exc.IntegrityError):
+        return True
+    if isinstance(e, sa_exc.DBAPIError):
+        state = getattr(e.orig, "sqlstate", None) or getattr(e.orig, "pgcode", None)
+        return isinstance(state, str) and state[:2] in ("22", "23")
+    return isinstance(e, sa_exc.StatementError)  # parameter processing failed before reaching the database
 
 
 def _describe(e: BaseException) -> str:

@@ -111,3 +111,24 @@ async def test_open_raises_storage_error_when_the_database_is_unreachable(databa
         url = make_url(PG_URL).set(port=1).render_as_string(hide_password=False)
     with pytest.raises(StorageError):
         await asyncio.wait_for(SqlRecordLog.open(url, connect_timeout_s=2), timeout=30)
+
+
+async def test_refused_data_fails_only_its_own_request(database: Database, record_log: SqlRecordLog) -> None:
+    # PostgreSQL text cannot hold NUL characters; SQLite stores them. Either way the other requests that share the
+    # transaction must not pay for it.
+    bad = commit("g", "t", 1, 2, 1_001, metadata="nul\x00inside")
+    answers: list[tuple[str, ErrorCode | None]] = []
+    record_log.append([commit("g", "t", 0, 1, 1_000)], lambda e: answers.append(("before", e)))
+    record_log.append([bad], lambda e: answers.append(("bad", e)))
+    record_log.append([commit("g", "t", 2, 3, 1_002)], lambda e: answers.append(("after", e)))
+    await record_log.flush()
+    loaded = {r.partition: r for r in await record_log.load() if isinstance(r, OffsetCommitRecord)}
+    if database.kind == "postgresql":
+        assert answers == [("before", None), ("bad", ErrorCode.unknown_server_error), ("after", None)]
+        assert sorted(loaded) == [0, 2]
+    else:
+        assert answers == [("before", None), ("bad", None), ("after", None)]
+        assert loaded[1] == bad
+    record_log.append([commit("g", "t", 3, 4, 1_003)], lambda e: answers.append(("later", e)))
+    await record_log.flush()
+    assert answers[-1] == ("later", None)

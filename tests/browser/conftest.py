@@ -1,0 +1,95 @@
+"""Headless Chromium for the dashboard tests, and the daemon's HTTP app served from a background thread.
+
+``chromium`` installs Debian's ``chromium`` package when /usr/bin/chromium is missing (the machines are Debian and
+run as root); on a machine without apt-get the browser tests are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coordinator.http import HttpServer, start_http
+from tests.http.world import Consumer, World, make_world
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    if not os.path.exists(CHROMIUM):
+        apt = shutil.which("apt-get")
+        if apt is None:
+            pytest.skip("chromium is missing and apt-get is not available to install it")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run([apt, "update", "-qq"], check=False, env=env, capture_output=True, timeout=600)
+        done = subprocess.run(
+            [apt, "install", "-y", "-qq", "chromium"], env=env, capture_output=True, text=True, timeout=1200
+        )
+        if done.returncode != 0 or not os.path.exists(CHROMIUM):
+            pytest.fail(f"could not install chromium: {done.stderr[-2000:]}")
+    return CHROMIUM
+
+
+def run_chromium(binary: str, profile: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        binary,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def populated_world() -> World:
+    world = make_world()
+    a, b, c = Consumer("checkout-1", "checkout-a"), Consumer("checkout-2"), Consumer("checkout-3")
+    world.form_group("checkout", [a, b])
+    world.advance(4_000)
+    world.form_group("checkout", [c, a, b])
+    world.advance(2_000)
+    world.leave("checkout", [b], reason="scaling down")
+    world.form_group("checkout", [a, c])
+    world.commit("checkout", {("orders", 0): 120, ("orders", 1): 98}, a, 3)
+    world.form_group("billing", [Consumer("billing-1", topics=("payments",))])
+    world.commit("reports", {("orders", 0): 5})
+    return world
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[World, HttpServer]]:
+    world = populated_world()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    holder: dict[str, HttpServer] = {}
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        server = loop.run_until_complete(start_http(world.app, "127.0.0.1:0"))
+        holder["server"] = server
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(server.stop())
+        loop.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    yield world, holder["server"]
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)

@@ -240,9 +240,9 @@ async def prepare(data_dir: Path) -> None:
     await engine.dispose()
 
 
-async def measure_load(data_dir: Path) -> tuple[float, float, int]:
+async def measure_load(target: dict[str, Any]) -> tuple[float, float, int]:
     t0 = time.perf_counter()
-    log = await SqlRecordLog.open(data_dir=data_dir)
+    log = await SqlRecordLog.open(**target)
     t1 = time.perf_counter()
     records = await log.load()
     t2 = time.perf_counter()
@@ -250,12 +250,12 @@ async def measure_load(data_dir: Path) -> tuple[float, float, int]:
     return t1 - t0, t2 - t1, len(records)
 
 
-async def measure_writes(data_dir: Path, clients: int, commits_per_client: int) -> tuple[float, int]:
+async def measure_writes(target: dict[str, Any], clients: int, commits_per_client: int) -> tuple[float, int]:
     """``clients`` concurrent committers, each waiting for its commit to be durable before the next one (like a
     consumer's commitSync). Returns elapsed seconds and the number of transactions used."""
     from coordinator.core.records import new_offset_commit_record
 
-    log = await SqlRecordLog.open(data_dir=data_dir)
+    log = await SqlRecordLog.open(**target)
     before = log.stats.transactions
     loop = asyncio.get_running_loop()
 
@@ -285,6 +285,65 @@ async def measure_writes(data_dir: Path, clients: int, commits_per_client: int) 
     return elapsed, transactions
 
 
+def _pg_statements(history_rows: int, offsets: int, groups: int) -> list[str]:
+    """Server-side generation (generate_series) of the same shape of data as ``generate``."""
+    commits = int(history_rows * 0.7)
+    per_table = (history_rows - commits) // 3
+    per_group = max(1, offsets // groups)
+    now = 1_700_000_000_000
+    gid = "'group-' || lpad(({n} % {groups})::text, 5, '0')"
+    a, b, c = commits, commits + per_table, commits + 2 * per_table
+    return [
+        f"INSERT INTO offset_commits SELECT n, {gid.format(n='n', groups=groups)}, 'topic-' || (n % 4), "
+        f"(n / 4) % {max(1, per_group // 4)}, n * 10, 5, '', {now} + n, NULL, 'member', 7 "
+        f"FROM generate_series(1, {a}) n",
+        f"INSERT INTO rebalance_started SELECT n, {gid.format(n='n', groups=groups)}, n / {groups}, 'new_member', "
+        f"'m', NULL, NULL, 'Stable', {now} + n FROM generate_series({a + 1}, {b}) n",
+        f"INSERT INTO group_stabilized SELECT n, {gid.format(n='n', groups=groups)}, n / {groups}, 40, 290, {now} + n "
+        f"FROM generate_series({b + 1}, {c}) n",
+        f"INSERT INTO member_joined SELECT n, {gid.format(n='n', groups=groups)}, 'm-' || n, NULL, 'client', "
+        f"'/10.0.0.1', '[\"range\"]', 45000, 60000, {now} + n FROM generate_series({c + 1}, {history_rows}) n",
+        f"INSERT INTO log_batches SELECT least(n + 99, {history_rows}), n, least(100, {history_rows} - n + 1), "
+        f"{now} + n, {now} + n FROM generate_series(1, {history_rows}, 100) n",
+        f"INSERT INTO current_groups SELECT {gid.format(n='g', groups=groups)}, g + 1, 'consumer', 7, 'range', "
+        f"'m-' || g || '-0', {now}, {MEMBERS_PER_GROUP}, {now} FROM generate_series(0, {groups - 1}) g",
+        f"INSERT INTO current_group_members SELECT {gid.format(n='g', groups=groups)}, 'm-' || g || '-' || i, i, "
+        f"NULL, 'client', '/10.0.0.1', 60000, 45000, decode('000100000001000774', 'hex'), "
+        f"decode('{assignment('topic-0', [0, 5]).hex()}', 'hex') "
+        f"FROM generate_series(0, {groups - 1}) g, generate_series(0, {MEMBERS_PER_GROUP - 1}) i",
+        f"INSERT INTO current_offsets SELECT {gid.format(n='(n / ' + str(per_group) + ')', groups=groups)}, "
+        f"'topic-' || (n % {per_group} % 4), n % {per_group} / 4, n + 1, n * 10, 5, '', {now} + n, NULL, 'member', 7 "
+        f"FROM generate_series(0, {offsets - 1}) n",
+        f"UPDATE log_state SET last_position = {history_rows}",
+        "ANALYZE",
+    ]
+
+
+async def generate_postgres(url: str, schema: str, history_rows: int, offsets: int, groups: int) -> None:
+    from sqlalchemy import text
+
+    admin = create_engine(url)
+    async with admin.begin() as conn:
+        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        await conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    await admin.dispose()
+    engine = create_engine(url, schema=schema, command_timeout_s=600)
+    await migrate(engine)
+    async with engine.begin() as conn:
+        for statement in _pg_statements(history_rows, offsets, groups):
+            await conn.execute(text(statement))
+    await engine.dispose()
+
+
+async def drop_postgres(url: str, schema: str) -> None:
+    from sqlalchemy import text
+
+    admin = create_engine(url)
+    async with admin.begin() as conn:
+        await conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    await admin.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--history-rows", type=int, default=1_000_000)
@@ -294,36 +353,48 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=100, help="sequential commits per client")
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/kgc-bench-load"))
     parser.add_argument("--keep", action="store_true", help="keep the generated database")
+    parser.add_argument("--url", help="a PostgreSQL URL: benchmark there (schema kgc_bench) instead of SQLite")
     args = parser.parse_args()
 
-    shutil.rmtree(args.data_dir, ignore_errors=True)
-    asyncio.run(prepare(args.data_dir))
-    t0 = time.perf_counter()
-    counts = generate(args.data_dir / SQLITE_FILE_NAME, args.history_rows, args.offsets, args.groups)
-    generated = time.perf_counter() - t0
-    history = sum(v for k, v in counts.items() if not k.startswith("current_") and k != "log_batches")
-    size_mb = sum(f.stat().st_size for f in args.data_dir.iterdir()) / 1e6
-    print(
-        f"generated in {generated:.1f}s: {history} history rows, {counts['current_offsets']} current offsets, "
-        f"{counts['current_groups']} groups ({size_mb:.0f} MB)"
-    )
-    for table, n in sorted(counts.items()):
-        print(f"  {table:24} {n:>9}")
+    target: dict[str, Any]
+    if args.url:
+        target = {"url": args.url, "schema": "kgc_bench"}
+        t0 = time.perf_counter()
+        asyncio.run(generate_postgres(args.url, "kgc_bench", args.history_rows, args.offsets, args.groups))
+        print(f"generated in {time.perf_counter() - t0:.1f}s on PostgreSQL (schema kgc_bench)")
+    else:
+        target = {"data_dir": args.data_dir}
+        shutil.rmtree(args.data_dir, ignore_errors=True)
+        asyncio.run(prepare(args.data_dir))
+        t0 = time.perf_counter()
+        counts = generate(args.data_dir / SQLITE_FILE_NAME, args.history_rows, args.offsets, args.groups)
+        generated = time.perf_counter() - t0
+        history = sum(v for k, v in counts.items() if not k.startswith("current_") and k != "log_batches")
+        size_mb = sum(f.stat().st_size for f in args.data_dir.iterdir()) / 1e6
+        print(
+            f"generated in {generated:.1f}s: {history} history rows, {counts['current_offsets']} current offsets, "
+            f"{counts['current_groups']} groups ({size_mb:.0f} MB)"
+        )
+        for table, n in sorted(counts.items()):
+            print(f"  {table:24} {n:>9}")
 
     for attempt in (1, 2):
-        open_s, load_s, n = asyncio.run(measure_load(args.data_dir))
+        open_s, load_s, n = asyncio.run(measure_load(target))
         print(
             f"start-up #{attempt}: open+migrate-check {open_s:.2f}s, load {load_s:.2f}s ({n} records), "
             f"total {open_s + load_s:.2f}s"
         )
-    elapsed, transactions = asyncio.run(measure_writes(args.data_dir, args.clients, args.commits))
+    elapsed, transactions = asyncio.run(measure_writes(target, args.clients, args.commits))
     total = args.clients * args.commits
     print(
         f"writes: {args.clients} clients x {args.commits} synchronous commits: {elapsed:.2f}s "
         f"({total / elapsed:.0f} commits/s), {transactions} transactions ({total / transactions:.1f} per transaction)"
     )
     if not args.keep:
-        shutil.rmtree(args.data_dir, ignore_errors=True)
+        if args.url:
+            asyncio.run(drop_postgres(args.url, "kgc_bench"))
+        else:
+            shutil.rmtree(args.data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

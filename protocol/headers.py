@@ -75,6 +75,8 @@ def parse_request_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, i
             raise MalformedFrame(f"client_id is not UTF-8: {e}", correlation_id, api_key, api_version) from e
         offset = end
     if flexible:
+        if offset < len(frame) and frame[offset] == 0:  # no header tags: the usual case, skip the call
+            return RequestHeader(api_key, api_version, correlation_id, client_id), offset + 1
         try:
             offset = skip_tagged_fields(frame, offset)
         except DecodeError as e:

@@ -259,3 +259,23 @@ def test_encode_response_refuses_another_version() -> None:
 def test_api_versions_may_be_answered_in_v0_format_for_any_request_version() -> None:
     body = sample(response_class(18, 0))
     assert encode_response(RequestHeader(18, 4, 1, None), body) == encode_response(RequestHeader(18, 0, 1, None), body)
+
+
+# --- hand-encoded Heartbeat responses ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_heartbeat_fast_path_is_byte_identical_to_kio(version: int) -> None:
+    from datetime import timedelta
+
+    from protocol.codec import _FAST_ENCODERS, _encode_with_kio
+
+    cls = response_class(12, version)
+    assert cls in _FAST_ENCODERS
+    throttles = [timedelta(0), timedelta(milliseconds=1), timedelta(microseconds=1500), timedelta(seconds=2_147_483)]
+    for error in ErrorCode:
+        for throttle in throttles:
+            body = cls(error_code=error) if version == 0 else cls(error_code=error, throttle_time=throttle)
+            for correlation_id in (0, 1, -1, 2**31 - 1):
+                header = RequestHeader(12, version, correlation_id, "c")
+                assert encode_response(header, body) == _encode_with_kio(correlation_id, version >= 4, body)

@@ -166,6 +166,10 @@ class Connection:
             self.closing = True
             self.space.set()
             writer.close()
+            # The transport closes the socket on a later loop iteration: wait for it, so a server that stops
+            # right after really has closed its connections.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await writer.wait_closed()
 
     def _abandon_parked(self) -> None:
         for slot in self.slots:
@@ -190,6 +194,7 @@ class KafkaServer:
         self.max_inflight = max_inflight
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._transports: set[asyncio.Transport] = set()
 
     @property
     def bound_port(self) -> int:
@@ -198,9 +203,8 @@ class KafkaServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self.host or None, self.port, reuse_address=True, limit=_READ_SIZE
-        )
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_protocol, self.host or None, self.port, reuse_address=True)
         log.info("kafka listener started host=%s port=%d", self.host, self.bound_port)
 
     async def stop(self) -> None:
@@ -211,8 +215,11 @@ class KafkaServer:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # A connection accepted just before close() may not have its handler task yet: close its transport.
+        for transport in list(self._transports):
+            transport.abort()
+        self._transports.clear()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -222,7 +229,13 @@ class KafkaServer:
     def connections(self) -> int:
         return len(self._tasks)
 
+    def _new_protocol(self) -> asyncio.StreamReaderProtocol:
+        return _TrackedProtocol(asyncio.StreamReader(limit=_READ_SIZE, loop=asyncio.get_running_loop()), self)
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.services.closing:
+            writer.close()
+            return
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -280,3 +293,23 @@ class KafkaServer:
         except Exception:
             log.exception("cannot encode an error response api_key=%d api_version=%d", ctx.api_key, ctx.api_version)
             return None
+
+
+class _TrackedProtocol(asyncio.StreamReaderProtocol):
+    """asyncio's stream protocol, plus the server's record of open transports (so ``stop`` can close them all)."""
+
+    def __init__(self, reader: asyncio.StreamReader, server: KafkaServer) -> None:
+        super().__init__(reader, server._accept)
+        self._kafka_server = server
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._kafka_server._transports.add(transport)
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._transport is not None:
+            self._kafka_server._transports.discard(self._transport)
+        super().connection_lost(exc)

@@ -1,0 +1,74 @@
+"""AsyncioTimer on a real loop: replace on re-schedule, cancel, failing ops do not kill the loop; Deferred bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from coordinator.core.deferred import Deferred
+from coordinator.runtime import AsyncioTimer, deferred_to_future
+
+
+async def test_schedule_replaces_and_cancel_forgets() -> None:
+    timer = AsyncioTimer()
+    fired: list[str] = []
+    done = asyncio.Event()
+    timer.schedule("a", 50, lambda: fired.append("a-old"))
+    timer.schedule("a", 10, lambda: (fired.append("a-new"), done.set()))
+    timer.schedule("b", 10, lambda: fired.append("b"))
+    timer.cancel("b")
+    timer.cancel("unknown")  # no-op
+    assert timer.is_scheduled("a") and not timer.is_scheduled("b")
+    await asyncio.wait_for(done.wait(), 2)
+    await asyncio.sleep(0.08)  # past the replaced deadline: the old op must not run
+    assert fired == ["a-new"]
+    assert not timer.is_scheduled("a")
+
+
+async def test_op_may_reschedule_its_own_key() -> None:
+    timer = AsyncioTimer()
+    count = 0
+    done = asyncio.Event()
+
+    def op() -> None:
+        nonlocal count
+        count += 1
+        if count < 3:
+            timer.schedule("k", 0, op)
+        else:
+            done.set()
+
+    timer.schedule("k", 0, op)
+    await asyncio.wait_for(done.wait(), 2)
+    assert count == 3
+
+
+async def test_failing_op_is_logged_and_the_loop_carries_on(caplog: pytest.LogCaptureFixture) -> None:
+    timer = AsyncioTimer()
+    done = asyncio.Event()
+
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    with caplog.at_level(logging.ERROR, logger="coordinator.runtime"):
+        timer.schedule("bad", 0, boom)
+        timer.schedule("good", 5, done.set)
+        await asyncio.wait_for(done.wait(), 2)
+    assert any("bad" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+async def test_deferred_to_future() -> None:
+    ready: Deferred[int] = Deferred()
+    ready.resolve(1)
+    assert await deferred_to_future(ready) == 1
+    later: Deferred[int] = Deferred()
+    future = deferred_to_future(later)
+    assert not future.done()
+    later.resolve(2)
+    assert await future == 2
+    dropped: Deferred[int] = Deferred()
+    cancelled = deferred_to_future(dropped)
+    cancelled.cancel()
+    dropped.resolve(3)  # the connection went away: resolving later is not an error

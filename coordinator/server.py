@@ -194,7 +194,7 @@ class KafkaServer:
         self.max_inflight = max_inflight
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._transports: set[asyncio.Transport] = set()
+        self._transports: set[asyncio.BaseTransport] = set()
 
     @property
     def bound_port(self) -> int:
@@ -218,7 +218,11 @@ class KafkaServer:
         await asyncio.gather(*tasks, return_exceptions=True)
         # A connection accepted just before close() may not have its handler task yet: close its transport.
         for transport in list(self._transports):
-            transport.abort()
+            abort = getattr(transport, "abort", None)  # uvloop's transports abort too, without the asyncio base
+            if abort is not None:
+                abort()
+            else:
+                transport.close()
         self._transports.clear()
         if self._server is not None:
             await self._server.wait_closed()
@@ -301,10 +305,9 @@ class _TrackedProtocol(asyncio.StreamReaderProtocol):
     def __init__(self, reader: asyncio.StreamReader, server: KafkaServer) -> None:
         super().__init__(reader, server._accept)
         self._kafka_server = server
-        self._transport: asyncio.Transport | None = None
+        self._transport: asyncio.BaseTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self._kafka_server._transports.add(transport)
         super().connection_made(transport)

@@ -105,11 +105,13 @@ def _decoder(api_key: int, api_version: int) -> tuple[type[Any], Callable[[bytes
     return entry
 
 
-def decode_body(cls: type[Any], data: bytes, offset: int = 0) -> Any:
+def decode_body(cls: type[Any], data: bytes | bytearray | memoryview, offset: int = 0) -> Any:
     """Read one kio entity of ``cls`` at ``offset``, skipping unknown tagged fields.
 
     Raises kio's ``DecodeError`` (or ``ValueError`` etc., see ``_DECODE_ERRORS``) on malformed input.
     """
+    if type(data) is not bytes:
+        data = bytes(data)
     try:
         value, _ = _reader(cls)(data, offset)
     except KeyError:
@@ -225,11 +227,6 @@ _FAST_ENCODERS: dict[type[Any], Callable[[int, Any], bytes]] = {
     response_class(ApiKey.HEARTBEAT, 3): _heartbeat_v1_3,
     response_class(ApiKey.HEARTBEAT, 4): _heartbeat_v4,
 }
-
-
-def supported_api_versions_v0() -> tuple[ApiVersionV0, ...]:
-    """The advertised table as ApiVersions v0 entries."""
-    return _SUPPORTED_V0
 
 
 _SUPPORTED_V0 = tuple(

@@ -22,7 +22,7 @@ from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import api_versions_error_frame, encode_response, response_class
 from protocol.errors import ErrorCode, UnsupportedApi
 from protocol.headers import RequestHeader
-from protocol.tolerant import _entity_item_type
+from protocol.tolerant import field_shape
 
 __all__ = ["api_versions_response", "error_response", "unsupported_response_frame"]
 
@@ -70,7 +70,7 @@ _ZERO_BY_KAFKA_TYPE: dict[str, Any] = {
 
 
 def _neutral(field: dataclasses.Field[Any], error: ErrorCode) -> Any:
-    item_type, is_array, nullable = _entity_item_type(field)
+    item_type, is_array, nullable = field_shape(field)
     kafka_type = field.metadata.get("kafka_type")
     if is_array:
         return ()  # also for nullable arrays (Fetch aborted_transactions): clients handle empty better than null
@@ -119,7 +119,7 @@ def _fill(cls: type[Any], error: ErrorCode, **overrides: Any) -> Any:
 def _item(cls: type[Any], name: str) -> type[Any]:
     for f in dataclasses.fields(cls):
         if f.name == name:
-            item_type, _, _ = _entity_item_type(f)
+            item_type, _, _ = field_shape(f)
             if item_type is None:
                 raise TypeError(f"{cls.__name__}.{name} is not an entity field")
             return item_type

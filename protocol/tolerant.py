@@ -29,7 +29,7 @@ from kio.serial.readers import (
 
 from protocol._cache import typed_cache
 
-__all__ = ["read_entity_tolerant", "skip_tagged_fields"]
+__all__ = ["field_shape", "read_entity_tolerant", "skip_tagged_fields"]
 
 # A field step reads one value at ``offset`` and returns (value, new offset).
 _Step = Callable[[bytes, int], tuple[Any, int]]
@@ -66,8 +66,8 @@ def _is_entity(tp: Any) -> bool:
     return isinstance(tp, type) and hasattr(tp, "__flexible__") and hasattr(tp, "__dataclass_fields__")
 
 
-def _entity_item_type(field: Field[Any]) -> tuple[type[Any] | None, bool, bool]:
-    """(entity type or None for primitives, is an array, is nullable)."""
+def field_shape(field: Field[Any]) -> tuple[type[Any] | None, bool, bool]:
+    """How a kio dataclass field is laid out: (entity type, or None for primitives; is an array; is nullable)."""
     tp, nullable = _unwrap_optional(field.type)
     if get_origin(tp) is tuple:
         item = get_args(tp)[0]
@@ -76,7 +76,7 @@ def _entity_item_type(field: Field[Any]) -> tuple[type[Any] | None, bool, bool]:
 
 
 def _field_step(owner: type[Any], field: Field[Any], is_tag: bool) -> _Step:
-    item_type, is_array, nullable = _entity_item_type(field)
+    item_type, is_array, nullable = field_shape(field)
     if item_type is None:
         reader = get_field_reader(owner, field, False, is_tag)
 

@@ -48,7 +48,7 @@ from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_unsigned_varint
 
 from protocol.errors import ErrorCode
-from protocol.tolerant import _entity_item_type
+from protocol.tolerant import field_shape
 
 # api key -> (kafka-python request class, response class)
 KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
@@ -111,7 +111,7 @@ def sample(cls: type[Any], full: bool = True, _counter: Any = None) -> Any:
         is_tag = "tag" in f.metadata
         if is_tag and not full:
             continue
-        item_type, is_array, nullable = _entity_item_type(f)
+        item_type, is_array, nullable = field_shape(f)
         if nullable and not full:
             values[f.name] = None
         elif is_array:
@@ -191,7 +191,7 @@ def _write_with_unknown_tags(out: io.BytesIO, value: Any) -> None:
         buf = io.BytesIO() if tag is not None else out
         if tag is not None and v == f.default:
             continue
-        item_type, is_array, nullable = _entity_item_type(f)
+        item_type, is_array, nullable = field_shape(f)
         if item_type is not None and is_array:
             if v is None:
                 buf.write(b"\x00" if flexible else b"\xff\xff\xff\xff")

@@ -1,0 +1,1 @@
+"""Alembic migrations of the storage schema (a package so that they ship inside the storage package)."""

@@ -35,7 +35,10 @@ def test_api_key_numbers_are_kafkas() -> None:
     assert ApiKey.API_VERSIONS == 18 and ApiKey.DELETE_GROUPS == 42 and ApiKey.OFFSET_DELETE == 47
 
 
-@pytest.mark.parametrize(("name", "key", "version"), [(n, k, v) for n, (k, lo, hi) in SPEC.items() for v in range(lo, hi + 1)])
+ALL_VERSIONS = [(n, k, v) for n, (k, lo, hi) in SPEC.items() for v in range(lo, hi + 1)]
+
+
+@pytest.mark.parametrize(("name", "key", "version"), ALL_VERSIONS)
 def test_kio_has_every_advertised_version(name: str, key: int, version: int) -> None:
     req, resp = request_class(key, version), response_class(key, version)
     assert (req.__api_key__, req.__version__) == (key, version)

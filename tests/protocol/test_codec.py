@@ -77,7 +77,7 @@ def test_every_truncation_is_malformed_with_the_correlation_id(key: int, version
 
 
 def test_invalid_utf8_in_a_body_string_is_malformed() -> None:
-    bad = HEARTBEAT_V4_REQUEST.replace(bytes.fromhex("036731"), bytes.fromhex("03ff31"), 1)
+    bad = HEARTBEAT_V4_REQUEST.replace(bytes.fromhex("03 6731"), bytes.fromhex("03 ff31"), 1)
     assert bad != HEARTBEAT_V4_REQUEST
     assert decode_error(bad).correlation_id == 42
 
@@ -94,12 +94,12 @@ def test_truncated_client_id_is_malformed() -> None:
 
 def test_null_in_a_non_nullable_string_is_malformed() -> None:
     # Heartbeat v0 group_id (legacy string) with length -1.
-    bad = HEARTBEAT_V0_REQUEST.replace(bytes.fromhex("00026731"), bytes.fromhex("ffff"), 1)
+    bad = HEARTBEAT_V0_REQUEST.replace(bytes.fromhex("0002 6731"), bytes.fromhex("ffff"), 1)
     assert decode_error(bad).correlation_id == 42
 
 
 def test_negative_string_length_is_malformed() -> None:
-    bad = HEARTBEAT_V0_REQUEST.replace(bytes.fromhex("00026731"), bytes.fromhex("fff0"), 1)
+    bad = HEARTBEAT_V0_REQUEST.replace(bytes.fromhex("0002 6731"), bytes.fromhex("fff0"), 1)
     assert decode_error(bad).correlation_id == 42
 
 
@@ -111,12 +111,12 @@ def test_huge_array_length_is_malformed_not_a_memory_blowup() -> None:
 
 
 def test_tagged_field_running_past_the_end_is_malformed() -> None:
-    bad = HEARTBEAT_V4_REQUEST[:-1] + bytes.fromhex("010510aabb")  # tag 5 claims 16 bytes, has 2
+    bad = HEARTBEAT_V4_REQUEST[:-1] + bytes.fromhex("01 05 10 aabb")  # tag 5 claims 16 bytes, has 2
     assert decode_error(bad).correlation_id == 42
 
 
 def test_header_tagged_field_running_past_the_end_is_malformed() -> None:
-    bad = HEARTBEAT_V4_REQUEST[:13] + bytes.fromhex("01007f")
+    bad = HEARTBEAT_V4_REQUEST[:13] + bytes.fromhex("01 00 7f")
     assert decode_error(bad).correlation_id == 42
 
 
@@ -127,13 +127,13 @@ def test_unknown_tagged_fields_in_the_request_header_are_skipped() -> None:
     header_end = 8 + 2 + 3  # prefix, client_id length, "abc"
     assert HEARTBEAT_V4_REQUEST[header_end] == 0
     with_tags = (
-        HEARTBEAT_V4_REQUEST[:header_end] + bytes.fromhex("020001ff0700") + HEARTBEAT_V4_REQUEST[header_end + 1 :]
+        HEARTBEAT_V4_REQUEST[:header_end] + bytes.fromhex("02 00 01 ff 07 00") + HEARTBEAT_V4_REQUEST[header_end + 1 :]
     )
     assert decode_request(with_tags) == decode_request(HEARTBEAT_V4_REQUEST)
 
 
 def test_unknown_tagged_field_in_a_hand_written_heartbeat_body_is_skipped() -> None:
-    with_tags = HEARTBEAT_V4_REQUEST[:-1] + bytes.fromhex("020502aabb1f00")
+    with_tags = HEARTBEAT_V4_REQUEST[:-1] + bytes.fromhex("02 05 02 aabb 1f 00")
     assert decode_request(with_tags) == decode_request(HEARTBEAT_V4_REQUEST)
 
 

@@ -56,7 +56,7 @@ def test_encode_subscription_null_user_data_and_defaults() -> None:
 
 
 def test_subscription_hand_written_v0() -> None:
-    data = bytes.fromhex("000000000001000161ffffffff")  # v0, ["a"], user_data null
+    data = bytes.fromhex("0000 00000001 0001 61 ffffffff")  # v0, ["a"], user_data null
     assert subscription_topics(data) == ["a"]
     assert encode_subscription(["a"], None) == data
 
@@ -73,7 +73,7 @@ def test_encode_assignment_matches_kafka_python(version: int) -> None:
 
 
 def test_assignment_hand_written_v0() -> None:
-    data = bytes.fromhex("00000000000100017400000002000000030000000000000000")
+    data = bytes.fromhex("0000 00000001 0001 74 00000002 00000003 00000000 00000000")
     assert assignment_partitions(data) == {"t": [3, 0]}
     assert encode_assignment({"t": [3, 0]}) == data
 
@@ -83,7 +83,7 @@ def test_empty_assignment_bytes_mean_no_partitions() -> None:
 
 
 def test_repeated_topic_in_an_assignment_is_merged() -> None:
-    data = bytes.fromhex("00000000000200017400000001000000010001740000000100000002")
+    data = bytes.fromhex("0000 00000002 0001 74 00000001 00000001 0001 74 00000001 00000002")
     assert assignment_partitions(data) == {"t": [1, 2]}
 
 
@@ -96,8 +96,8 @@ def test_future_versions_decode_their_common_prefix() -> None:
 
 
 def test_null_arrays_decode_as_empty() -> None:
-    assert subscription_topics(bytes.fromhex("0000ffffffff")) == []
-    assert assignment_partitions(bytes.fromhex("0000ffffffff")) == {}
+    assert subscription_topics(bytes.fromhex("0000 ffffffff")) == []
+    assert assignment_partitions(bytes.fromhex("0000 ffffffff")) == {}
 
 
 @pytest.mark.parametrize("version", range(4))
@@ -121,11 +121,11 @@ def test_truncated_assignment_is_a_value_error(version: int) -> None:
 @pytest.mark.parametrize(
     "data",
     [
-        bytes.fromhex("000000000001ffff"),  # null topic name
-        bytes.fromhex("000000000001fffe"),  # negative string length
-        bytes.fromhex("0000fffffffe"),  # array length below -1
-        bytes.fromhex("0000000000010002ff61"),  # invalid UTF-8
-        bytes.fromhex("00007fffffff000161"),  # claims more topics than present
+        bytes.fromhex("0000 00000001 ffff"),  # null topic name
+        bytes.fromhex("0000 00000001 fffe"),  # negative string length
+        bytes.fromhex("0000 fffffffe"),  # array length below -1
+        bytes.fromhex("0000 00000001 0002 ff61"),  # invalid UTF-8
+        bytes.fromhex("0000 7fffffff 0001 61"),  # claims more topics than present
     ],
 )
 def test_malformed_subscription_is_a_value_error(data: bytes) -> None:
@@ -137,8 +137,8 @@ def test_malformed_subscription_is_a_value_error(data: bytes) -> None:
     "data",
     [
         bytes.fromhex("00"),  # not even a version
-        bytes.fromhex("000000000001000161fffffff0"),  # partition array length below -1
-        bytes.fromhex("0000000000010001610000000200000001"),  # one partition missing
+        bytes.fromhex("0000 00000001 0001 61 fffffff0"),  # partition array length below -1
+        bytes.fromhex("0000 00000001 0001 61 00000002 00000001"),  # one partition missing
     ],
 )
 def test_malformed_assignment_is_a_value_error(data: bytes) -> None:

@@ -78,19 +78,19 @@ HEARTBEAT_V0_REQUEST = bytes.fromhex(
     "000c"  # api key 12
     "0000"  # version 0
     "0000002a"  # correlation id 42
-    "0003" "616263"  # client_id "abc" (legacy string)
-    "0002" "6731"  # group_id "g1"
+    "0003 616263"  # client_id "abc" (legacy string)
+    "0002 6731"  # group_id "g1"
     "00000005"  # generation_id 5
-    "0002" "6d31"  # member_id "m1"
+    "0002 6d31"  # member_id "m1"
 )
 
 HEARTBEAT_V4_REQUEST = bytes.fromhex(
-    "000c" "0004" "0000002a"
-    "0003" "616263"  # client_id stays a legacy nullable string in header v2
+    "000c 0004 0000002a"  # api key 12, version 4, correlation id 42
+    "0003 616263"  # client_id stays a legacy nullable string in header v2
     "00"  # header tagged fields: none
-    "03" "6731"  # group_id compact string (length + 1)
-    "00000005"
-    "03" "6d31"
+    "03 6731"  # group_id compact string (length + 1)
+    "00000005"  # generation_id
+    "03 6d31"  # member_id
     "00"  # group_instance_id: compact nullable string, null
     "00"  # body tagged fields: none
 )
@@ -105,15 +105,15 @@ HEARTBEAT_V4_RESPONSE_FRAME = bytes.fromhex(
 )
 
 API_VERSIONS_V3_REQUEST = bytes.fromhex(
-    "0012" "0003" "00000007"
+    "0012 0003 00000007"  # api key 18, version 3, correlation id 7
     "ffff"  # client_id null
-    "00"
-    "04" "6b6763"  # client_software_name "kgc"
-    "04" "312e30"  # client_software_version "1.0"
-    "00"
+    "00"  # header tagged fields
+    "04 6b6763"  # client_software_name "kgc"
+    "04 312e30"  # client_software_version "1.0"
+    "00"  # tagged fields
 )
 
-FIND_COORDINATOR_V0_REQUEST = bytes.fromhex("000a" "0000" "00000009" "0001" "78" "0005" "67726f7570")
+FIND_COORDINATOR_V0_REQUEST = bytes.fromhex("000a 0000 00000009 0001 78 0005 67726f7570")  # client "x", key "group"
 
 JOIN_GROUP_V0_ERROR_RESPONSE_FRAME = bytes.fromhex(
     "00000014"  # size 20
@@ -164,7 +164,7 @@ def test_api_versions_v3_response_uses_header_v0_with_a_flexible_body() -> None:
         "00000013"  # size 19
         "00000007"  # correlation id; no header tagged-field byte
         "0000"  # error
-        "02" "000c" "0000" "0004" "00"  # compact array of one entry, with its tagged fields
+        "02 000c 0000 0004 00"  # compact array of one entry (key 12, 0-4), with its tagged fields
         "00000000"  # throttle
         "00"  # tagged fields
     )

@@ -1,0 +1,340 @@
+"""Version rules of the API adapters (compatibility doc section 4, semantics doc section 4 and 12)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from coordinator.api.membership import join_request
+from coordinator.api.offsets import _fetched_topics
+from coordinator.core import messages as m
+from coordinator.topics import topic_id_for
+from protocol.errors import ErrorCode
+
+from .conftest import Harness
+
+
+def ms(value: int) -> timedelta:
+    return timedelta(milliseconds=value)
+
+
+def join_fields(**extra: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "group_id": "g",
+        "session_timeout": ms(10_000),
+        "rebalance_timeout": ms(20_000),
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"meta"}],
+    }
+    fields.update(extra)
+    return fields
+
+
+# ------------------------------------------------------------------------------------------------------ JoinGroup
+
+
+def test_join_v0_rebalance_timeout_is_the_session_timeout(h: Harness) -> None:
+    from kio.index import load_request_schema
+
+    from coordinator.api import RequestContext
+    from coordinator.api.build import build
+
+    ctx = RequestContext(11, 0, 1, "client-a", "/1.2.3.4")
+    body = build(load_request_schema(11, 0), join_fields())
+    request = join_request(ctx, body)
+    assert (request.session_timeout_ms, request.rebalance_timeout_ms) == (10_000, 10_000)
+    assert (request.client_id, request.client_host) == ("client-a", "/1.2.3.4")
+    ctx1 = RequestContext(11, 1, 1, "client-a", "/1.2.3.4")
+    assert join_request(ctx1, build(load_request_schema(11, 1), join_fields())).rebalance_timeout_ms == 20_000
+
+
+@pytest.mark.parametrize(("version", "expected_name"), [(5, ""), (6, ""), (7, None), (9, None)])
+async def test_join_error_protocol_name_null_or_empty_by_version(
+    h: Harness, version: int, expected_name: str | None
+) -> None:
+    response = await h.respond(11, version, **join_fields(session_timeout=ms(10)))  # below the minimum
+    assert response.error_code == ErrorCode.invalid_session_timeout
+    assert response.protocol_name == expected_name
+    if version >= 7:
+        assert response.protocol_type is None
+
+
+async def test_join_v4_plus_requires_a_member_id_and_v3_joins_at_once(h: Harness) -> None:
+    response = await h.respond(11, 4, **join_fields())
+    assert response.error_code == ErrorCode.member_id_required
+    assert response.member_id.startswith("cid-")
+    parked = h.call(11, 3, **join_fields(group_id="g3"))
+    assert hasattr(parked, "__await__")  # parked until the (zero) initial delay fires
+    h.timer.advance(0)
+    joined = await parked
+    assert joined.error_code == ErrorCode.none
+    assert (joined.generation_id, joined.protocol_name, joined.leader) == (1, "range", joined.member_id)
+    assert [(x.member_id, x.metadata) for x in joined.members] == [(joined.member_id, b"meta")]
+
+
+# ------------------------------------------------------------------------------------------------------ SyncGroup
+
+
+async def test_sync_v5_with_null_protocol_is_inconsistent_before_the_core(h: Harness) -> None:
+    for fields in ({"protocol_type": None, "protocol_name": "range"}, {"protocol_type": "consumer"}):
+        response = await h.respond(14, 5, group_id="g", generation_id=1, member_id="m", assignments=[], **fields)
+        assert response.error_code == ErrorCode.inconsistent_group_protocol
+    # v4 has no protocol fields: the core answers (unknown group -> UNKNOWN_MEMBER_ID)
+    response = await h.respond(14, 4, group_id="g", generation_id=1, member_id="m", assignments=[])
+    assert response.error_code == ErrorCode.unknown_member_id
+
+
+# ----------------------------------------------------------------------------------------------------- LeaveGroup
+
+
+async def test_leave_v0_2_top_level_error_and_v3_members(h: Harness) -> None:
+    response = await h.respond(13, 1, group_id="nope", member_id="m")
+    assert response.error_code == ErrorCode.unknown_member_id
+    response = await h.respond(13, 3, group_id="nope", members=[{"member_id": "m1"}, {"member_id": "m2"}])
+    assert response.error_code == ErrorCode.none
+    assert [(x.member_id, x.error_code) for x in response.members] == [
+        ("m1", ErrorCode.unknown_member_id),
+        ("m2", ErrorCode.unknown_member_id),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------------- Heartbeat
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_heartbeat_every_version(h: Harness, version: int) -> None:
+    response = await h.respond(12, version, group_id="nope", generation_id=1, member_id="m")
+    assert response.error_code == ErrorCode.unknown_member_id
+
+
+# -------------------------------------------------------------------------------------------------------- Offsets
+
+
+def commit_fields(topics: list[tuple[str, list[tuple[int, int]]]], group: str = "simple") -> dict[str, Any]:
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {
+                "name": name,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": o, "committed_metadata": "md"} for p, o in parts
+                ],
+            }
+            for name, parts in topics
+        ],
+    }
+
+
+@pytest.mark.parametrize("version", [2, 5, 8, 9])
+async def test_commit_rejects_unknown_topics_and_partitions_before_the_core(h: Harness, version: int) -> None:
+    response = await h.respond(8, version, **commit_fields([("t", [(0, 5), (3, 6)]), ("nope", [(0, 1)])]))
+    errors = {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+    assert errors == {
+        ("t", 0): ErrorCode.none,
+        ("t", 3): ErrorCode.unknown_topic_or_partition,  # t has partitions 0-2
+        ("nope", 0): ErrorCode.unknown_topic_or_partition,
+    }
+    assert "nope" not in {t.name for t in h.topics.all()}  # OffsetCommit never auto-creates
+
+
+async def test_commit_of_only_unknown_partitions_does_not_reach_the_core(h: Harness) -> None:
+    response = await h.respond(8, 9, **commit_fields([("nope", [(0, 1)])], group="untouched"))
+    assert [p.error_code for t in response.topics for p in t.partitions] == [ErrorCode.unknown_topic_or_partition]
+    assert h.coordinator.list_groups([], []) == []
+
+
+@pytest.mark.parametrize("version", range(1, 8))
+async def test_fetch_single_group_versions(h: Harness, version: int) -> None:
+    await h.respond(8, 7, **commit_fields([("t", [(0, 42)])]))
+    response = await h.respond(9, version, group_id="simple", topics=[{"name": "t", "partition_indexes": (0, 1)}])
+    got = {(t.name, p.partition_index): (p.committed_offset, p.metadata) for t in response.topics for p in t.partitions}
+    assert got == {("t", 0): (42, "md"), ("t", 1): (-1, "")}
+    if version >= 2:
+        assert response.error_code == ErrorCode.none
+        everything = await h.respond(9, version, group_id="simple", topics=None)
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in everything.topics] == [("t", [0])]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+async def test_fetch_grouped_versions(h: Harness, version: int) -> None:
+    await h.respond(8, 9, **commit_fields([("t", [(1, 7)])], group="a"))
+    response = await h.respond(
+        9,
+        version,
+        groups=[
+            {"group_id": "a", "topics": None},
+            {"group_id": "b", "topics": [{"name": "t", "partition_indexes": (1,)}]},
+        ],
+    )
+    got = {
+        g.group_id: [(t.name, p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions]
+        for g in response.groups
+    }
+    assert got == {"a": [("t", 1, 7)], "b": [("t", 1, -1)]}
+
+
+def test_fetch_v1_pushes_the_group_error_into_partitions() -> None:
+    result = m.OffsetFetchResult("g", ErrorCode.coordinator_load_in_progress, [m.FetchedOffset("t", 0, 5)])
+    [topic] = _fetched_topics(result, push_error=True)
+    assert [p["error_code"] for p in topic["partitions"]] == [ErrorCode.coordinator_load_in_progress]
+    [topic] = _fetched_topics(result, push_error=False)
+    assert [p["error_code"] for p in topic["partitions"]] == [ErrorCode.none]
+
+
+async def test_offset_delete_unknown_partition_and_group(h: Harness) -> None:
+    response = await h.respond(47, 0, group_id="nope", topics=[{"name": "t", "partitions": [{"partition_index": 0}]}])
+    assert response.error_code == ErrorCode.group_id_not_found
+    await h.respond(8, 9, **commit_fields([("t", [(0, 1)])], group="del"))
+    topics = [{"name": "t", "partitions": [{"partition_index": 0}, {"partition_index": 9}]}]
+    response = await h.respond(47, 0, group_id="del", topics=topics)
+    assert response.error_code == ErrorCode.none
+    assert [(p.partition_index, p.error_code) for t in response.topics for p in t.partitions] == [
+        (0, ErrorCode.none),
+        (9, ErrorCode.unknown_topic_or_partition),
+    ]
+
+
+# ------------------------------------------------------------------------------------- FindCoordinator / Metadata
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+async def test_find_coordinator_single_key(h: Harness, version: int) -> None:
+    response = await h.respond(10, version, key="g", key_type=0)
+    assert (response.error_code, response.node_id, response.host, response.port) == (
+        ErrorCode.none,
+        7,
+        "coord.example",
+        19092,
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "key_type", "error"),
+    [
+        (4, 0, ErrorCode.none),
+        (4, 1, ErrorCode.none),
+        (5, 2, ErrorCode.invalid_request),
+        (6, 2, ErrorCode.none),
+        (6, 9, ErrorCode.invalid_request),
+    ],
+)
+async def test_find_coordinator_batched(h: Harness, version: int, key_type: int, error: ErrorCode) -> None:
+    response = await h.respond(10, version, key_type=key_type, coordinator_keys=("a", "b"))
+    assert [(c.key, c.error_code) for c in response.coordinators] == [("a", error), ("b", error)]
+    expected_node = 7 if error is ErrorCode.none else -1
+    assert {c.node_id for c in response.coordinators} == {expected_node}
+
+
+@pytest.mark.parametrize("version", range(0, 13))
+async def test_metadata_every_version(h: Harness, version: int) -> None:
+    topics: Any = [{"name": "t"}]
+    extra: dict[str, Any] = {}
+    if version >= 8:
+        extra["include_topic_authorized_operations"] = False
+    if version in (8, 9, 10):
+        extra["include_cluster_authorized_operations"] = False
+    if version >= 10:
+        topics = [{"name": "t", "topic_id": uuid.UUID(int=0)}]
+    response = await h.respond(3, version, topics=topics, **extra)
+    [broker] = response.brokers
+    assert (broker.node_id, broker.host, broker.port) == (7, "coord.example", 19092)
+    [topic] = response.topics
+    assert topic.error_code == ErrorCode.none
+    assert [(p.partition_index, p.leader_id) for p in topic.partitions] == [(0, 7), (1, 7), (2, 7)]
+    if version >= 10:
+        assert topic.topic_id == topic_id_for("t")
+
+
+async def test_metadata_auto_create_and_its_refusals(h: Harness) -> None:
+    response = await h.respond(3, 12, topics=[{"name": "fresh", "topic_id": uuid.UUID(int=0)}],
+                               include_topic_authorized_operations=False)  # fmt: skip
+    assert [(t.name, len(t.partitions)) for t in response.topics] == [("fresh", 2)]  # num.partitions
+    response = await h.respond(3, 5, topics=[{"name": "not-asked"}], allow_auto_topic_creation=False)
+    assert [t.error_code for t in response.topics] == [ErrorCode.unknown_topic_or_partition]
+    h.topics.auto_create = False
+    response = await h.respond(3, 1, topics=[{"name": "other"}])
+    assert [t.error_code for t in response.topics] == [ErrorCode.unknown_topic_or_partition]
+    response = await h.respond(3, 1, topics=None)
+    assert [t.name for t in response.topics] == ["fresh", "t"]
+
+
+async def test_metadata_by_topic_id(h: Harness) -> None:
+    extra = {"include_topic_authorized_operations": False}
+    response = await h.respond(3, 12, topics=[{"name": None, "topic_id": topic_id_for("t")}], **extra)
+    assert [(t.name, t.error_code) for t in response.topics] == [("t", ErrorCode.none)]
+    response = await h.respond(3, 12, topics=[{"name": None, "topic_id": uuid.uuid4()}], **extra)
+    assert [t.error_code for t in response.topics] == [ErrorCode.unknown_topic_id]
+
+
+# ------------------------------------------------------------------------------------------ ListOffsets / Fetch
+
+
+@pytest.mark.parametrize("version", range(1, 8))
+async def test_list_offsets(h: Harness, version: int) -> None:
+    extra = {"isolation_level": 0} if version >= 2 else {}
+    stamps = [(0, -2), (1, -1), (2, 1_700_000_000_000), (5, -1)]  # earliest, latest, a lookup, a missing partition
+    partitions = [{"partition_index": p, "timestamp": ts} for p, ts in stamps]
+    response = await h.respond(2, version, replica_id=-1, topics=[{"name": "t", "partitions": partitions}], **extra)
+    got = [(p.partition_index, p.error_code, p.offset) for t in response.topics for p in t.partitions]
+    assert got == [
+        (0, ErrorCode.none, 0),
+        (1, ErrorCode.none, 0),
+        (2, ErrorCode.none, -1),
+        (5, ErrorCode.unknown_topic_or_partition, -1),
+    ]
+
+
+def fetch_fields(topic: str, max_wait_ms: int) -> dict[str, Any]:
+    return {
+        "max_wait": ms(max_wait_ms),
+        "min_bytes": 1,
+        "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 5, "partition_max_bytes": 1024}]}],
+        "forgotten_topics_data": [],
+    }
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+async def test_fetch_is_held_and_empty(h: Harness, version: int) -> None:
+    held = h.call(1, version, **fetch_fields("t", 10))
+    assert hasattr(held, "__await__")
+    response = await held
+    [topic] = response.responses
+    [p] = topic.partitions
+    assert (p.error_code, p.high_watermark, p.records) == (ErrorCode.none, 0, b"")
+    assert p.records is not None
+    if version >= 7:
+        assert response.session_id == 0
+
+
+async def test_fetch_unknown_topic_answers_at_once(h: Harness) -> None:
+    response = h.call(1, 12, **fetch_fields("nope", 10_000))
+    assert not hasattr(response, "__await__")
+    assert [p.error_code for t in response.responses for p in t.partitions] == [ErrorCode.unknown_topic_or_partition]
+
+
+# -------------------------------------------------------------------------------------------- groups admin APIs
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+async def test_list_describe_delete_groups_every_version(h: Harness, version: int) -> None:
+    await h.respond(8, 9, **commit_fields([("t", [(0, 1)])], group=f"v{version}"))
+    extra: dict[str, Any] = {}
+    if version >= 4:
+        extra["states_filter"] = ("Empty",)
+    listed = await h.respond(16, version, **extra)
+    assert [g.group_id for g in listed.groups] == [f"v{version}"]
+    describe_extra = {"include_authorized_operations": True} if version >= 3 else {}
+    described = await h.respond(15, version, groups=(f"v{version}", "absent"), **describe_extra)
+    assert [(g.group_id, g.group_state) for g in described.groups] == [(f"v{version}", "Empty"), ("absent", "Dead")]
+    if version <= 2:
+        deleted = await h.respond(42, version, groups_names=(f"v{version}", f"v{version}", "absent"))
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [
+            (f"v{version}", ErrorCode.none),
+            ("absent", ErrorCode.group_id_not_found),
+        ]

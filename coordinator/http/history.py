@@ -34,6 +34,10 @@ from .models import CommitEntry, MemberIn, MemberOut, PartitionMove, RebalanceOu
 TopicPartition = tuple[str, int]
 
 
+class HistoryUnavailable(Exception):
+    """The history store could not be read (the API answers 503)."""
+
+
 class HistorySource(Protocol):
     async def rebalances(
         self, group_id: str, since_ms: int | None, until_ms: int | None, limit: int, offset: int
@@ -186,7 +190,7 @@ def _view(o: _Open, by_generation: dict[int, dict[TopicPartition, str] | None]) 
         outcome=o.outcome,
         protocol=j.protocol if j is not None else None,
         leader=j.leader if j is not None else None,
-        members=list(j.members) if j is not None else [],
+        members=sorted(j.members) if j is not None else [],
         members_in=o.members_in,
         members_out=o.members_out,
         partitions_moved=moved,

@@ -226,7 +226,7 @@ class RebalanceView(Out):
     outcome: RebalanceOutcome
     protocol: str | None
     leader: str | None
-    members: list[str] = Field(description="Members of the new generation.")
+    members: list[str] = Field(description="Members of the new generation, sorted.")
     members_in: list[MemberIn]
     members_out: list[MemberOut]
     partitions_moved: list[PartitionMove] | None = Field(

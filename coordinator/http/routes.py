@@ -26,6 +26,7 @@ from protocol.errors import ErrorCode
 
 from . import keys
 from .deps import DeferredTimeout, wait_deferred
+from .history import HistoryUnavailable
 from .models import (
     OFFSET_RESET_REQUEST,
     CommitLog,
@@ -59,6 +60,7 @@ from .reset import ResetError, plan_reset, select_partitions
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 ADMIN_REASON = "operator API"
@@ -137,6 +139,13 @@ def epoch_ms(dt: datetime | None) -> int | None:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)  # naive instants are UTC
     return int(dt.timestamp() * 1000)
+
+
+async def read_history(awaitable: Awaitable[T]) -> T:
+    try:
+        return await awaitable
+    except HistoryUnavailable as e:
+        raise json_error(503, f"history unavailable: {e}") from None
 
 
 async def await_core(request: web.Request, d: Any, what: str) -> Any:
@@ -255,8 +264,8 @@ async def get_offsets(request: web.Request) -> web.Response:
 async def get_commits(request: web.Request) -> web.Response:
     gid, group = _group(request)
     q = parse_query(request, TimeRangeQuery)
-    commits, total = await request.app[keys.HISTORY].commits(
-        gid, epoch_ms(q.since), epoch_ms(q.until), q.limit, q.offset
+    commits, total = await read_history(
+        request.app[keys.HISTORY].commits(gid, epoch_ms(q.since), epoch_ms(q.until), q.limit, q.offset)
     )
     if total == 0 and group is None and not request.app[keys.CORE].offsets.committed(gid):
         raise json_error(404, f"unknown group {gid!r}")
@@ -266,8 +275,8 @@ async def get_commits(request: web.Request) -> web.Response:
 async def get_rebalances(request: web.Request) -> web.Response:
     gid, group = _group(request)
     q = parse_query(request, TimeRangeQuery)
-    views, total = await request.app[keys.HISTORY].rebalances(
-        gid, epoch_ms(q.since), epoch_ms(q.until), q.limit, q.offset
+    views, total = await read_history(
+        request.app[keys.HISTORY].rebalances(gid, epoch_ms(q.since), epoch_ms(q.until), q.limit, q.offset)
     )
     if total == 0 and group is None:
         raise json_error(404, f"unknown group {gid!r}")
@@ -330,7 +339,7 @@ async def reset_offsets(request: web.Request) -> web.Response:
                 at_ms = epoch_ms(req.to_datetime) or 0
             else:
                 at_ms = request.app[keys.CLOCK].now_ms() - req.by_duration_ms
-            as_of = await request.app[keys.HISTORY].committed_as_of(gid, at_ms)
+            as_of = await read_history(request.app[keys.HISTORY].committed_as_of(gid, at_ms))
         plan = plan_reset(req, partitions, committed, as_of)
     except ResetError as e:
         raise json_error(e.status, e.message) from None
@@ -426,9 +435,9 @@ ENDPOINTS: list[Endpoint] = [
              "the group had committed at that instant. Refused (409) unless the group is Empty. With execute=true "
              "the new offsets are written as an admin OffsetCommit (generation -1)."),
     Endpoint("GET", "/v1/groups/{group}/commits", get_commits, "Commit log", "history",
-             {200: CommitLog, 404: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
+             {200: CommitLog, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
     Endpoint("GET", "/v1/groups/{group}/rebalances", get_rebalances, "Rebalance history", "history",
-             {200: RebalanceHistory, 404: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
+             {200: RebalanceHistory, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
     Endpoint("DELETE", "/v1/groups/{group}/members/{instance}", remove_member, "Remove a static member",
              "actions", {200: RemovedMember, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, mutating=True,
              path_descriptions={**GROUP, "instance": "The member's group.instance.id."}),

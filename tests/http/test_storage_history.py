@@ -1,0 +1,100 @@
+"""``StorageHistory`` (the durable store's read APIs) answers like ``MemoryHistory`` for the same records.
+
+The two fold rebalances independently (SQL windows in ``storage.queries``, ``assemble_rebalances`` here), so
+agreement on a scenario with joins, a leave, a session timeout, commits and an admin reset is a real check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from coordinator.core.messages import HeartbeatRequest
+from coordinator.http import create_http_app
+from coordinator.http.storage_history import StorageHistory
+from storage import SqlRecordLog, create_engine
+from storage.queries import StorageQueries
+
+from .world import Consumer, World, make_world
+
+
+def scenario() -> World:
+    world = make_world()
+    a, b, c = Consumer("a", "inst-a"), Consumer("b"), Consumer("c", topics=("orders", "payments"))
+    generation = world.form_group("g", [a, b])
+    world.commit("g", {("orders", 0): 10, ("orders", 1): 11}, a, generation)
+    world.advance(5_000)
+    generation = world.form_group("g", [c, a, b])
+    world.commit("g", {("orders", 0): 20}, c, generation)
+    world.advance(1_000)
+    world.leave("g", [b], reason="bye")
+    generation = world.form_group("g", [a, c])
+    for _ in range(12):  # c stops heartbeating: session timeout
+        world.advance(1_000)
+        world.core.heartbeat(HeartbeatRequest("g", generation, a.member_id, a.instance_id))
+    world.commit("simple", {("payments", 0): 3})
+    world.advance(1_000)
+    world.commit("simple", {("payments", 0): 4})
+    return world
+
+
+@pytest.fixture
+async def stored(tmp_path: Path) -> tuple[World, StorageHistory]:
+    world = scenario()
+    log = await SqlRecordLog.open(None, data_dir=tmp_path)
+    try:
+        log.append(list(world.log.records))
+        await log.flush()
+    except BaseException:
+        await log.close()
+        raise
+    yield world, StorageHistory(log.queries)  # type: ignore[misc]
+    await log.close()
+
+
+async def test_rebalances_agree(stored: tuple[World, StorageHistory]) -> None:
+    world, durable = stored
+    for since, until, limit, offset in (
+        (None, None, 100, 0),
+        (None, None, 2, 1),
+        (world.clock.now_ms() - 20_000, None, 100, 0),
+    ):
+        mine = await world.history.rebalances("g", since, until, limit, offset)
+        theirs = await durable.rebalances("g", since, until, limit, offset)
+        assert theirs == mine
+    views, total = await durable.rebalances("g", None, None, 100, 0)
+    assert total == 4 and [v.cause for v in views] == ["session_timeout", "member_left", "new_member", "new_member"]
+
+
+async def test_commits_and_offsets_as_of_agree(stored: tuple[World, StorageHistory]) -> None:
+    world, durable = stored
+    for group in ("g", "simple"):
+        assert await durable.commits(group, None, None, 100, 0) == await world.history.commits(
+            group, None, None, 100, 0
+        )
+        assert await durable.commits(group, None, None, 1, 1) == await world.history.commits(group, None, None, 1, 1)
+    at = world.clock.now_ms() - 500
+    assert await durable.committed_as_of("simple", at) == {("payments", 0): 3}
+    assert await durable.committed_as_of("g", at) == await world.history.committed_as_of("g", at)
+
+
+async def test_unreachable_store_is_a_503(tmp_path: Path) -> None:
+    world = make_world()
+    world.commit("g", {("orders", 0): 1})
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path}/missing/dir/db.sqlite", connect_timeout_s=1)
+    app = create_http_app(
+        world.core, clock=world.clock, topics=world.topics, history=StorageHistory(StorageQueries(engine))
+    )
+    try:
+        async with TestClient(TestServer(app)) as client:
+            for path in ("/v1/groups/g/commits", "/v1/groups/g/rebalances"):
+                r = await client.get(path)
+                body = await r.json()
+                assert r.status == 503 and "history unavailable" in body["error"], body
+            reset = {"strategy": "by-duration", "by_duration_ms": 1000, "topics": "all"}
+            r = await client.post("/v1/groups/g/offsets/reset", json=reset)
+            assert r.status == 503
+    finally:
+        await engine.dispose()

@@ -39,7 +39,7 @@ class StorageHistory:
 
     @staticmethod
     async def _call(awaitable: Any) -> Any:
-        from storage.log import StorageError
+        from storage import StorageError
 
         try:
             return await awaitable

@@ -11,12 +11,15 @@ Public interface::
 """
 
 from .database import create_engine, database_url, migrate
-from .log import DEFAULT_HISTORY_RETENTION_MS, SqlRecordLog, StorageError, WriterStats
+from .errors import StorageError
+from .log import DEFAULT_HISTORY_RETENTION_MS, SqlRecordLog, WriterStats
+from .queries import StorageQueries
 
 __all__ = [
     "DEFAULT_HISTORY_RETENTION_MS",
     "SqlRecordLog",
     "StorageError",
+    "StorageQueries",
     "WriterStats",
     "create_engine",
     "database_url",

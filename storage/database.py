@@ -24,12 +24,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 DEFAULT_DATA_DIR = Path("./data")
 SQLITE_FILE_NAME = "coordinator.db"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+_ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
 
 
 def database_url(url: str | None = None, data_dir: str | Path = DEFAULT_DATA_DIR) -> str:
-    """``url`` if given, else the embedded SQLite file under ``data_dir`` (the directory is created)."""
+    """``url`` if given (with the async driver filled in: ``postgresql://`` -> ``postgresql+asyncpg://``,
+    ``sqlite://`` -> ``sqlite+aiosqlite://``), else the embedded SQLite file under ``data_dir`` (created)."""
     if url:
-        return url
+        parsed = make_url(url)
+        driver = _ASYNC_DRIVERS.get(parsed.drivername)
+        return parsed.set(drivername=driver).render_as_string(hide_password=False) if driver else url
     directory = Path(data_dir)
     directory.mkdir(parents=True, exist_ok=True)
     return f"sqlite+aiosqlite:///{(directory / SQLITE_FILE_NAME).resolve()}"

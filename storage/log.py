@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -57,6 +57,9 @@ from protocol.errors import ErrorCode
 
 from . import models as m
 from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
+from .errors import StorageError, describe
+from .models import table
+from .queries import StorageQueries
 from .rows import BatchRows, build_batch, current_group_row, current_member_rows, current_offset_row
 
 log = logging.getLogger(__name__)
@@ -64,11 +67,6 @@ log = logging.getLogger(__name__)
 DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_BATCH_RECORDS = 20_000
 _IN_CHUNK = 500  # keys per IN (...) list: far below every driver's parameter limit
-
-
-class StorageError(Exception):
-    """Storage could not do what was asked (database unreachable, schema problem). Raised by ``open``/``load``/
-    ``prune_history``/queries; never by ``append``, which reports through ``on_done``."""
 
 
 class PositionConflict(Exception):
@@ -81,12 +79,6 @@ class WriterStats:
     failed_transactions: int = 0
     records: int = 0  # records committed
     appends: int = 0  # append() calls answered (success or failure)
-
-
-def table(model: type[m.Base]) -> Table:
-    t = model.__table__
-    assert isinstance(t, Table)
-    return t
 
 
 class SqlRecordLog:
@@ -134,13 +126,13 @@ class SqlRecordLog:
         try:
             engine = create_engine(database_url(url, data_dir), schema=schema, **engine_options)
         except Exception as e:
-            raise StorageError(f"cannot set up the database engine: {_describe(e)}") from e
+            raise StorageError(f"cannot set up the database engine: {describe(e)}") from e
         try:
             if run_migrations:
                 await migrate(engine)
         except Exception as e:
             await engine.dispose()
-            raise StorageError(f"cannot prepare the database schema: {_describe(e)}") from e
+            raise StorageError(f"cannot prepare the database schema: {describe(e)}") from e
         record_log = cls(engine, max_batch_records=max_batch_records, owns_engine=True)
         record_log.start()
         return record_log
@@ -259,7 +251,7 @@ class SqlRecordLog:
                 "storage: write of %d records failed%s: %s",
                 len(records),
                 " (refused data)" if bad_data else "",
-                _describe(e),
+                describe(e),
             )
             return ErrorCode.coordinator_not_available, bad_data
         self._last_position = batch.last_position
@@ -352,7 +344,7 @@ class SqlRecordLog:
             async with self.engine.connect() as conn:
                 return await _load(conn)
         except Exception as e:
-            raise StorageError(f"cannot load the coordinator state: {_describe(e)}") from e
+            raise StorageError(f"cannot load the coordinator state: {describe(e)}") from e
 
     # ------------------------------------------------------------------------------------------------ retention
 
@@ -364,7 +356,7 @@ class SqlRecordLog:
         try:
             return await self._prune(older_than_ms, positions_per_step)
         except Exception as e:
-            raise StorageError(f"history pruning failed: {_describe(e)}") from e
+            raise StorageError(f"history pruning failed: {describe(e)}") from e
 
     async def _prune(self, older_than_ms: int, step: int) -> int:
         async with self.engine.connect() as conn:
@@ -397,9 +389,7 @@ class SqlRecordLog:
     # ------------------------------------------------------------------------------------------------ reads
 
     @property
-    def queries(self) -> Any:
-        from .queries import StorageQueries
-
+    def queries(self) -> StorageQueries:
         return StorageQueries(self.engine)
 
 
@@ -473,8 +463,3 @@ def _is_data_error(e: BaseException) -> bool:
         state = getattr(e.orig, "sqlstate", None) or getattr(e.orig, "pgcode", None)
         return isinstance(state, str) and state[:2] in ("22", "23")
     return isinstance(e, sa_exc.StatementError)  # parameter processing failed before reaching the database
-
-
-def _describe(e: BaseException) -> str:
-    text = str(e).splitlines()[0] if str(e) else ""
-    return f"{type(e).__name__}: {text}"[:500]

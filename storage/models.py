@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from sqlalchemy import JSON, BigInteger, Index, Integer, LargeBinary, MetaData, String
+from sqlalchemy import JSON, BigInteger, Index, Integer, LargeBinary, MetaData, String, Table
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Explicit constraint names keep Alembic migrations identical on every dialect.
@@ -317,3 +317,10 @@ HISTORY_TABLES: tuple[type[Base], ...] = (
     MemberJoinedRow,
     MemberRemovedRow,
 )
+
+
+def table(model: type[Base]) -> Table:
+    """The Core table of a model (for Core statements and typed column access)."""
+    t = model.__table__
+    assert isinstance(t, Table)
+    return t

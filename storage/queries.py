@@ -39,7 +39,8 @@ from coordinator.core.records import (
 )
 
 from . import models as m
-from .log import StorageError, _describe, table
+from .errors import StorageError, describe
+from .models import table
 
 TopicPartition = tuple[str, int]
 
@@ -142,7 +143,7 @@ class StorageQueries:
         except StorageError:
             raise
         except Exception as e:
-            raise StorageError(f"{what}: {_describe(e)}") from e
+            raise StorageError(f"{what}: {describe(e)}") from e
 
     # ------------------------------------------------------------------------------------------------ offsets
 

@@ -23,7 +23,7 @@ from protocol.errors import ErrorCode
 from storage import SqlRecordLog, create_engine, migrate
 from storage import models as m
 from storage.database import current_revision
-from storage.log import table
+from storage.models import table
 
 from .conftest import Database
 from .records_gen import (

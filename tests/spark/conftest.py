@@ -21,6 +21,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session(master="local[1]", app_name="spark-jobs-tests", shuffle_partitions=2, jdbc=False)
+    session = build_session(master="local[1]", app_name="spark-jobs-tests", shuffle_partitions=2, jdbc=True)
     yield session
     session.stop()

@@ -1,0 +1,133 @@
+"""Load: metric tables -> Parquet (one directory per metric), a JSON summary, and the HTML report.
+
+The summary and the report are built from the written Parquet tables (small aggregates), so the heavy plans run
+once, when each table is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .config import ReportConfig, ReportRange
+
+TABLES_DIR = "tables"
+SUMMARY_FILE = "summary.json"
+REPORT_FILE = "report.html"
+
+
+def write_tables(metrics: dict[str, DataFrame], out_dir: Path) -> dict[str, Path]:
+    paths: dict[str, Path] = {}
+    for name, df in metrics.items():
+        path = out_dir / TABLES_DIR / name
+        df.write.mode("overwrite").parquet(str(path))
+        paths[name] = path
+    return paths
+
+
+def read_tables(spark: SparkSession, paths: dict[str, Path]) -> dict[str, DataFrame]:
+    return {name: spark.read.parquet(str(path)) for name, path in paths.items()}
+
+
+def iso(ms: int | None) -> str | None:
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _rows(df: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+    rows = df.limit(limit).collect() if limit is not None else df.collect()
+    return [{k: _clean(v) for k, v in r.asDict().items()} for r in rows]
+
+
+def build_summary(
+    tables: dict[str, DataFrame], config: ReportConfig, rng: ReportRange, source: str, list_limit: int = 200
+) -> dict[str, Any]:
+    """A JSON-ready summary: range, totals, per-group figures, and the lists an operator acts on."""
+    episodes = tables["rebalance_episodes"]
+    day_state = tables["state_time"].where("granularity = 'day'")
+    per_group = (
+        episodes.groupBy("group_id")
+        .agg(
+            F.count("*").alias("rebalances"),
+            F.count_if(F.col("outcome") == "in_progress").alias("in_progress"),
+            F.percentile_approx("join_duration_ms", 0.9, config.percentile_accuracy).alias("join_p90_ms"),
+            F.percentile_approx("sync_duration_ms", 0.9, config.percentile_accuracy).alias("sync_p90_ms"),
+        )
+        .join(
+            day_state.groupBy("group_id").agg(
+                F.sum("tracked_ms").alias("tracked_ms"), F.sum("outside_stable_ms").alias("outside_stable_ms")
+            ),
+            "group_id",
+            "full",
+        )
+        .join(
+            tables["assignment_changes"]
+            .groupBy("group_id")
+            .agg(F.avg("moved_share").alias("avg_moved_share"), F.max("moved_share").alias("max_moved_share")),
+            "group_id",
+            "full",
+        )
+        .join(tables["commit_cadence_group"].select("group_id", "commits", "interval_p50_ms"), "group_id", "full")
+        .join(tables["commit_rewinds"].groupBy("group_id").agg(F.count("*").alias("rewinds")), "group_id", "full")
+        .join(
+            tables["stale_partitions"].groupBy("group_id").agg(F.count("*").alias("stale_stretches")),
+            "group_id",
+            "full",
+        )
+        .withColumn(
+            "outside_stable_share",
+            F.when(F.col("tracked_ms") > 0, F.col("outside_stable_ms") / F.col("tracked_ms")),
+        )
+        .fillna(0, subset=["rebalances", "in_progress", "commits", "rewinds", "stale_stretches"])
+        .orderBy(F.desc("rebalances"), "group_id")
+    )
+    causes = episodes.groupBy("cause").agg(F.count("*").alias("n")).orderBy(F.desc("n")).collect()
+    outcomes = episodes.groupBy("outcome").agg(F.count("*").alias("n")).collect()
+    counts = {name: df.count() for name, df in tables.items()}
+    return {
+        "generated_at": iso(int(datetime.now(tz=UTC).timestamp() * 1000)),
+        "source": source,
+        "range": {
+            "since": iso(rng.since_ms),
+            "until": iso(rng.until_ms),
+            "since_ms": rng.since_ms,
+            "until_ms": rng.until_ms,
+        },
+        "parameters": {
+            "group_glob": config.group_glob,
+            "offsets_retention_minutes": config.offsets_retention_minutes,
+            "expiry_horizon_ms": config.expiry_horizon_ms,
+            "stale_commit_ms": config.stale_commit_ms,
+        },
+        "totals": {
+            "groups": per_group.count(),
+            "rebalances": counts["rebalance_episodes"],
+            "rebalances_by_cause": {r["cause"]: r["n"] for r in causes},
+            "rebalances_by_outcome": {r["outcome"]: r["n"] for r in outcomes},
+            "commit_rewinds": counts["commit_rewinds"],
+            "stale_partition_stretches": counts["stale_partitions"],
+            "expiring_groups": counts["expiring_groups"],
+        },
+        "groups": _rows(per_group, list_limit),
+        "expiring_groups": _rows(tables["expiring_groups"].orderBy("earliest_expiry_ms"), list_limit),
+        "table_rows": counts,
+    }
+
+
+def write_summary(summary: dict[str, Any], out_dir: Path) -> Path:
+    path = out_dir / SUMMARY_FILE
+    path.write_text(json.dumps(summary, indent=2, sort_keys=False, default=str) + "\n")
+    return path

@@ -1,0 +1,133 @@
+"""The whole job (extract -> transform -> load) against a database written by the daemon's own storage layer,
+read through Spark JDBC, and against a Parquet export made by the synthetic generator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_jobs.config import ReportConfig
+from spark_jobs.jdbc_drivers import find_jars
+from spark_jobs.rebalance_report import run_inputs, run_report
+from spark_jobs.synthetic import SyntheticSpec, generate, write_export
+
+from .history import M
+
+
+def _write_daemon_history(url: str) -> None:
+    """A consumer group's life through the daemon's record factories and SqlRecordLog."""
+    from coordinator.core import records as r
+    from protocol.consumer_protocol import encode_assignment
+    from storage.log import SqlRecordLog
+
+    def member(mid: str, parts: list[int]) -> r.MemberMetadata:
+        return r.MemberMetadata(
+            mid, None, "client", "/127.0.0.1", 300_000, 45_000, b"", encode_assignment({"t": parts})
+        )
+
+    def snapshot(gen: int, members: list[r.MemberMetadata], now: int) -> r.GroupMetadataRecord:
+        return r.new_group_metadata_record(
+            "orders",
+            protocol_type="consumer",
+            generation_id=gen,
+            protocol="range",
+            leader=members[0].member_id,
+            current_state_timestamp_ms=now,
+            members=members,
+            now_ms=now,
+        )
+
+    history: list[r.Record] = [
+        r.RebalanceStarted("orders", 0, r.RebalanceCause.NEW_MEMBER, "a", None, None, "Empty", 0),
+        r.JoinPhaseCompleted("orders", 1, "CompletingRebalance", "consumer", "range", "a", ("a",), (), 3 * M, 3 * M),
+        snapshot(1, [member("a", [0, 1, 2, 3])], 4 * M),
+        r.GroupStabilized("orders", 1, 1 * M, 4 * M, 4 * M),
+        r.new_offset_commit_record(
+            "orders",
+            "t",
+            0,
+            offset=100,
+            leader_epoch=-1,
+            metadata=None,
+            commit_timestamp_ms=5 * M,
+            expire_timestamp_ms=None,
+            member_id="a",
+            generation_id=1,
+        ),
+        r.RebalanceStarted("orders", 1, r.RebalanceCause.NEW_MEMBER, "b", None, None, "Stable", 10 * M),
+        r.MemberJoined("orders", "b", None, "client", "/127.0.0.1", ("range",), 45_000, 300_000, 10 * M),
+        r.JoinPhaseCompleted(
+            "orders", 2, "CompletingRebalance", "consumer", "range", "a", ("a", "b"), (), 2 * M, 12 * M
+        ),
+        snapshot(2, [member("a", [0, 1]), member("b", [2, 3])], 13 * M),
+        r.GroupStabilized("orders", 2, 1 * M, 3 * M, 13 * M),
+        r.new_offset_commit_record(
+            "orders",
+            "t",
+            0,
+            offset=90,
+            leader_epoch=-1,
+            metadata=None,
+            commit_timestamp_ms=14 * M,
+            expire_timestamp_ms=None,
+            member_id="a",
+            generation_id=2,
+        ),
+        r.RebalanceStarted("orders", 2, r.RebalanceCause.SESSION_TIMEOUT, "b", None, None, "Stable", 20 * M),
+    ]
+
+    async def write() -> None:
+        log = await SqlRecordLog.open(url)
+        try:
+            log.append(history)
+            await log.flush()
+        finally:
+            await log.close()
+
+    asyncio.run(write())
+
+
+@pytest.mark.skipif(not all(find_jars().values()), reason="JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
+def test_report_from_the_daemons_sqlite_database(spark: SparkSession, tmp_path: Path) -> None:
+    pytest.importorskip("storage.log")
+    db = tmp_path / "coordinator.db"
+    _write_daemon_history(f"sqlite+aiosqlite:///{db}")
+    result = run_report(spark, f"sqlite:///{db}", tmp_path / "out", ReportConfig(until_ms=30 * M))
+    totals = result.summary["totals"]
+    assert totals["rebalances"] == 3
+    assert totals["rebalances_by_cause"] == {"new_member": 2, "session_timeout": 1}
+    assert totals["rebalances_by_outcome"] == {"stable": 2, "in_progress": 1}
+    assert totals["commit_rewinds"] == 1
+    moves = spark.read.parquet(str(result.tables["assignment_changes"])).orderBy("generation_id").collect()
+    # Generation 2 gives partitions 2 and 3 (of 4) to the new member b.
+    assert [(m["generation_id"], m["partitions_moved"], m["moved_share"]) for m in moves] == [
+        (1, None, None),
+        (2, 2, 0.5),
+    ]
+    assert json.loads(result.summary_path.read_text())["totals"] == totals
+    page = result.report_path.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing loaded from a network
+
+
+def test_report_from_a_synthetic_parquet_export(spark: SparkSession, tmp_path: Path) -> None:
+    spec = SyntheticSpec(groups=3, members=3, partitions=6, rebalances=4, commits=3 * 6 * 20)
+    counts = write_export(generate(spark, spec), tmp_path / "export")
+    assert counts["rebalance_started"] == spec.groups * spec.rebalances
+    result = run_report(spark, str(tmp_path / "export"), tmp_path / "out", ReportConfig())
+    assert result.summary["totals"]["rebalances"] == spec.groups * spec.rebalances
+    assert result.summary["totals"]["groups"] == spec.groups
+    assert result.summary["table_rows"]["commit_cadence_partition"] == spec.groups * spec.partitions
+
+
+def test_group_glob_limits_the_report(spark: SparkSession, tmp_path: Path) -> None:
+    spec = SyntheticSpec(groups=3, members=2, partitions=2, rebalances=2, commits=12)
+    from spark_jobs.schema import Inputs
+
+    inputs = Inputs.from_tables(spark, generate(spark, spec))
+    result = run_inputs(spark, inputs, tmp_path / "out", ReportConfig(group_glob="group-000[01]"), "synthetic")
+    assert sorted(g["group_id"] for g in result.summary["groups"]) == ["group-0000", "group-0001"]

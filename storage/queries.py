@@ -147,9 +147,11 @@ class StorageQueries:
 
     # ------------------------------------------------------------------------------------------------ offsets
 
-    async def latest_offsets(self, group_id: str) -> list[CommittedOffset]:
-        """The group's committed offsets (topic, partition order)."""
-        return list(await self._run("latest offsets", _latest_offsets, group_id))
+    async def latest_offsets(
+        self, group_id: str, *, limit: int | None = None, offset: int = 0
+    ) -> list[CommittedOffset]:
+        """The group's committed offsets in (topic, partition) order; ``limit``/``offset`` page through them."""
+        return list(await self._run("latest offsets", _latest_offsets, group_id, limit, offset))
 
     async def commit_log(
         self,
@@ -203,9 +205,12 @@ class StorageQueries:
 # ---------------------------------------------------------------------------------------------------- offsets
 
 
-async def _latest_offsets(conn: AsyncConnection, group_id: str) -> list[CommittedOffset]:
+async def _latest_offsets(
+    conn: AsyncConnection, group_id: str, limit: int | None, offset: int
+) -> list[CommittedOffset]:
     o = table(m.CurrentOffset)
-    rows = await conn.execute(select(o).where(o.c.group_id == group_id).order_by(o.c.topic, o.c.partition_index))
+    query = select(o).where(o.c.group_id == group_id).order_by(o.c.topic, o.c.partition_index).offset(offset)
+    rows = await conn.execute(query.limit(limit) if limit is not None else query)
     return [
         CommittedOffset(
             topic=r.topic,

@@ -156,6 +156,8 @@ async def test_commit_log_time_range_paging_and_latest_offsets(record_log: SqlRe
 
     latest = await record_log.queries.latest_offsets("g")
     assert [(o.topic, o.partition, o.offset) for o in latest] == [("t", 0, 127), ("t", 1, 128), ("t", 2, 129)]
+    assert await record_log.queries.latest_offsets("g", limit=2, offset=1) == latest[1:3]
+    assert await record_log.queries.latest_offsets("other", limit=5) != []
 
 
 async def test_committed_as_of_replays_commits_and_removals(record_log: SqlRecordLog) -> None:

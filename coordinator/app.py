@@ -3,7 +3,7 @@
 ``App`` owns the lifecycle: ``start()`` loads state (replay, then ``on_loaded``) and opens the listener; ``stop()``
 stops accepting, closes connections, cancels timers and flushes the record log. The record log is
 ``MemoryLog(auto_commit=True, keep=False)`` until durable storage slots in through ``record_log`` (an object with
-``append`` plus optional async ``load(coordinator)`` and ``close()``).
+``append`` plus optional async ``load() -> records`` and ``close()``, like ``storage.log.SqlRecordLog``).
 """
 
 from __future__ import annotations
@@ -55,11 +55,14 @@ class App:
         return self.server.bound_port
 
     async def start(self) -> None:
+        # Durable logs (storage.log.SqlRecordLog) return the stored state records; replay them before anything runs.
         load = getattr(self.record_log, "load", None)
         if load is not None:
-            result = load(self.coordinator)
-            if inspect.isawaitable(result):
-                await result
+            records = load()
+            if inspect.isawaitable(records):
+                records = await records
+            for record in records or ():
+                self.coordinator.replay(record)
         self.coordinator.on_loaded()
         await self.server.start()
         k = self.settings.kafka

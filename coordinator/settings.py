@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -82,7 +82,9 @@ class KafkaListenerSettings(_Section):
 
 
 class HttpSettings(_Section):
-    listen: str = "127.0.0.1:8080"  # the operator HTTP API (served by a later issue)
+    listen: str = "127.0.0.1:8080"  # the operator HTTP API
+    token: SecretStr | None = None  # bearer token for mutating endpoints (prefer KGC_HTTP__TOKEN)
+    per_group_metrics: bool = True  # label Prometheus series by group
 
 
 class StorageSettings(_Section):

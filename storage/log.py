@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_BATCH_RECORDS = 20_000
-_IN_CHUNK = 500  # keys per IN (...) list: far below every driver's parameter limit
+_IN_CHUNK = 500
+BatchObserver = Callable[
+    [int, float, bool], None
+]  # (records, seconds, ok) per write transaction  # keys per IN (...) list: far below every driver's parameter limit
 
 
 class PositionConflict(Exception):
@@ -90,8 +93,12 @@ class SqlRecordLog:
         *,
         max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
         owns_engine: bool = False,
+        on_batch: BatchObserver | None = None,
     ) -> None:
+        """``on_batch(records, seconds, ok)`` is called after every write transaction (e.g. the metrics hook
+        ``Metrics.observe_storage_write``)."""
         self.engine = engine
+        self.on_batch = on_batch
         self.max_batch_records = max_batch_records
         self.stats = WriterStats()
         self._owns_engine = owns_engine
@@ -118,6 +125,7 @@ class SqlRecordLog:
         schema: str | None = None,
         run_migrations: bool = True,
         max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+        on_batch: BatchObserver | None = None,
         **engine_options: Any,
     ) -> SqlRecordLog:
         """Create the engine (SQLite file under ``data_dir`` unless ``url``), migrate the schema, start the writer.
@@ -133,7 +141,7 @@ class SqlRecordLog:
         except Exception as e:
             await engine.dispose()
             raise StorageError(f"cannot prepare the database schema: {describe(e)}") from e
-        record_log = cls(engine, max_batch_records=max_batch_records, owns_engine=True)
+        record_log = cls(engine, max_batch_records=max_batch_records, owns_engine=True, on_batch=on_batch)
         record_log.start()
         return record_log
 
@@ -240,12 +248,14 @@ class SqlRecordLog:
 
     async def _write(self, records: list[Record]) -> tuple[ErrorCode | None, bool]:
         """One transaction. Returns (error, whether the failure is caused by the data rather than the database)."""
+        started = time.perf_counter()
         try:
             async with self.engine.begin() as conn:
                 batch = await self._write_in(conn, records)
         except Exception as e:
             self._last_position = None
             self.stats.failed_transactions += 1
+            self._observe(len(records), time.perf_counter() - started, False)
             bad_data = _is_data_error(e)
             log.warning(
                 "storage: write of %d records failed%s: %s",
@@ -257,7 +267,15 @@ class SqlRecordLog:
         self._last_position = batch.last_position
         self.stats.transactions += 1
         self.stats.records += batch.record_count
+        self._observe(batch.record_count, time.perf_counter() - started, True)
         return None, False
+
+    def _observe(self, records: int, seconds: float, ok: bool) -> None:
+        if self.on_batch is not None:
+            try:
+                self.on_batch(records, seconds, ok)
+            except Exception:
+                log.exception("storage: on_batch observer raised")
 
     async def _write_in(self, conn: AsyncConnection, records: list[Record]) -> BatchRows:
         last = self._last_position
@@ -342,6 +360,8 @@ class SqlRecordLog:
         """The state records to replay, from the current-state snapshot: groups (log order), then offsets."""
         try:
             async with self.engine.connect() as conn:
+                if self._dialect == "postgresql":  # one snapshot for the three reads, even if someone writes
+                    await conn.execution_options(isolation_level="REPEATABLE READ")
                 return await _load(conn)
         except Exception as e:
             raise StorageError(f"cannot load the coordinator state: {describe(e)}") from e

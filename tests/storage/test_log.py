@@ -399,3 +399,17 @@ async def test_two_writers_on_one_database_never_reuse_a_position(database: Data
     finally:
         await first.close()
         await second.close()
+
+
+async def test_every_transaction_is_reported_to_the_batch_observer(database: Database) -> None:
+    seen: list[tuple[int, bool]] = []
+    log = await database.open_log(on_batch=lambda records, seconds, ok: seen.append((records, ok and seconds >= 0)))
+    try:
+        log.append([commit("g", "t", 0, 1, 1), commit("g", "t", 1, 1, 1)])
+        log.append([commit("g", "t", 2, 1, 1)])
+        await log.flush()
+        log.append([commit("g", "t", 0, 2, 2)])
+        await log.flush()
+        assert seen == [(3, True), (1, True)]
+    finally:
+        await log.close()

@@ -66,10 +66,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_BATCH_RECORDS = 20_000
-_IN_CHUNK = 500
-BatchObserver = Callable[
-    [int, float, bool], None
-]  # (records, seconds, ok) per write transaction  # keys per IN (...) list: far below every driver's parameter limit
+_IN_CHUNK = 500  # keys per IN (...) list: far below every driver's parameter limit
+BatchObserver = Callable[[int, float, bool], None]  # (records, seconds, ok) per write transaction
 
 
 class PositionConflict(Exception):

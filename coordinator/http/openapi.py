@@ -23,6 +23,7 @@ STATUS_TEXT = {
     401: "Missing or wrong bearer token",
     404: "Unknown group, member, topic or partition",
     409: "Conflict with the group's state",
+    415: "The body is not JSON (Content-Type: application/json)",
     503: "Not ready, or the storage did not answer in time",
 }
 
@@ -128,6 +129,8 @@ def build_openapi(
         statuses = dict(ep.responses)
         if ep.query is not None or ep.body is not None:
             statuses.setdefault(400, ErrorBody)
+        if ep.body is not None:
+            statuses.setdefault(415, ErrorBody)
         if ep.mutating:
             statuses.setdefault(401, ErrorBody)
             op["security"] = [{"bearer": []}]

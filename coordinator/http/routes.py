@@ -122,6 +122,9 @@ def parse_query(request: web.Request, model: type[M]) -> M:
 
 
 async def parse_body(request: web.Request, model: type[M] | TypeAdapter[M]) -> M:
+    # Only JSON: a browser can send text/plain or form bodies cross-site without a CORS preflight, JSON it cannot.
+    if request.content_type != "application/json":
+        raise json_error(415, "the body must be JSON (Content-Type: application/json)")
     raw = await request.read()
     if not raw:
         raise json_error(400, "a JSON body is required")

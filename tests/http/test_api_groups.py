@@ -256,8 +256,13 @@ async def test_topics_list_register_grow_and_errors(world: World, client: Client
         assert r.status == 400, bad
     r = await client.post("/v1/topics", data=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status == 400 and (await r.json())["error"] == "invalid request body"
-    r = await client.post("/v1/topics")
-    assert r.status == 400
+    r = await client.post("/v1/topics", data=b"", headers={"Content-Type": "application/json"})
+    assert r.status == 400 and (await r.json())["error"] == "a JSON body is required"
+    for content_type in (None, "text/plain", "application/x-www-form-urlencoded"):
+        headers = {"Content-Type": content_type} if content_type else {}
+        r = await client.post("/v1/topics", data=b'{"name": "cross", "partitions": 1}', headers=headers)
+        assert r.status == 415 and (await r.json())["status"] == 415, content_type
+    assert world.topics.get("cross") is None
     r = await client.post("/v1/topics", json={"name": "..", "partitions": 1})
     assert r.status == 400
 

@@ -11,6 +11,7 @@ Rules of this module:
 * Group gauges (groups by state, members) are computed at scrape time from the live core, so joins and heartbeats
   pay nothing for them.
 * Per-group labels (``group``) can be switched off for cardinality; the totals stay.
+* No ``*_created`` series (a process-wide prometheus_client switch): they double the series count for nothing here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -117,6 +118,7 @@ class Metrics:
     """The daemon's metrics. Create one per process (or per test) and pass it to the server, storage and HTTP app."""
 
     def __init__(self, *, per_group_labels: bool = True, registry: CollectorRegistry | None = None) -> None:
+        disable_created_metrics()
         self.per_group_labels = per_group_labels
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         g: list[str] = ["group"] if per_group_labels else []

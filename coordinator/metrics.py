@@ -118,7 +118,7 @@ class Metrics:
     """The daemon's metrics. Create one per process (or per test) and pass it to the server, storage and HTTP app."""
 
     def __init__(self, *, per_group_labels: bool = True, registry: CollectorRegistry | None = None) -> None:
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.per_group_labels = per_group_labels
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         g: list[str] = ["group"] if per_group_labels else []

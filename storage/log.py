@@ -376,6 +376,25 @@ class SqlRecordLog:
         except Exception as e:
             raise StorageError(f"history pruning failed: {describe(e)}") from e
 
+    async def run_history_pruning(
+        self,
+        retention_ms: int = DEFAULT_HISTORY_RETENTION_MS,
+        interval_s: float = 3600.0,
+        *,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        """Prune history older than ``retention_ms`` now and then every ``interval_s``, until cancelled. A failed
+        pass (database away) is logged and retried at the next interval. Run it as a task; cancel it on shutdown."""
+        clock = now_ms if now_ms is not None else (lambda: int(time.time() * 1000))
+        while True:
+            try:
+                deleted = await self.prune_history(clock() - retention_ms)
+                if deleted:
+                    log.info("storage: pruned %d history rows older than %d ms", deleted, retention_ms)
+            except StorageError as e:
+                log.warning("storage: %s", e)
+            await asyncio.sleep(interval_s)
+
     async def _prune(self, older_than_ms: int, step: int) -> int:
         async with self.engine.connect() as conn:
             young = (

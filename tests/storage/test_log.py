@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -413,3 +414,22 @@ async def test_every_transaction_is_reported_to_the_batch_observer(database: Dat
         assert seen == [(3, True), (1, True)]
     finally:
         await log.close()
+
+
+async def test_background_pruning_task_prunes_until_cancelled(record_log: SqlRecordLog) -> None:
+    for offset, ts in ((1, 1_000), (2, 50_000)):  # two transactions: pruning goes by whole batches
+        record_log.append([commit("g", "t", 0, offset, ts)])
+        await record_log.flush()
+    task = asyncio.get_running_loop().create_task(
+        record_log.run_history_pruning(retention_ms=10_000, interval_s=0.01, now_ms=lambda: 40_000)
+    )
+    try:
+        deadline = asyncio.get_running_loop().time() + 20
+        while await count(record_log, m.OffsetCommit) != 1:
+            assert asyncio.get_running_loop().time() < deadline, "history was not pruned in time"
+            await asyncio.sleep(0.01)
+        assert [r.committed_offset for r in await rows(record_log, m.OffsetCommit)] == [2]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -345,7 +345,6 @@ class PartitionReset(Out):
     partition: int
     current_offset: int | None = Field(description="The committed offset before the reset (None: none).")
     new_offset: int
-    error: str | None = Field(default=None, description="The Kafka error of the commit, when executed and refused.")
 
 
 class OffsetResetResult(Out):

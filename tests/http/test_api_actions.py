@@ -81,8 +81,8 @@ async def test_reset_is_a_dry_run_by_default(world: World, client: Client) -> No
         "strategy": "to-earliest",
         "dry_run": True,
         "partitions": [
-            {"topic": "orders", "partition": 0, "current_offset": 50, "new_offset": 0, "error": None},
-            {"topic": "orders", "partition": 1, "current_offset": 60, "new_offset": 0, "error": None},
+            {"topic": "orders", "partition": 0, "current_offset": 50, "new_offset": 0},
+            {"topic": "orders", "partition": 1, "current_offset": 60, "new_offset": 0},
         ],
     }
     assert committed(world, "g") == {("orders", 0): 50, ("orders", 1): 60}

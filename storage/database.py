@@ -48,7 +48,7 @@ def create_engine(
     *,
     schema: str | None = None,
     connect_timeout_s: float = 5.0,
-    command_timeout_s: float = 30.0,
+    command_timeout_s: float | None = 30.0,
     sqlite_busy_timeout_s: float = 10.0,
     application_name: str = "kafka-group-coordinator",
     echo: bool = False,

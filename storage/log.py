@@ -129,16 +129,21 @@ class SqlRecordLog:
         """Create the engine (SQLite file under ``data_dir`` unless ``url``), migrate the schema, start the writer.
 
         Raises ``StorageError`` if the database cannot be reached or migrated."""
+        target = database_url(url, data_dir)
         try:
-            engine = create_engine(database_url(url, data_dir), schema=schema, **engine_options)
+            engine = create_engine(target, schema=schema, **engine_options)
         except Exception as e:
             raise StorageError(f"cannot set up the database engine: {describe(e)}") from e
-        try:
-            if run_migrations:
-                await migrate(engine)
-        except Exception as e:
-            await engine.dispose()
-            raise StorageError(f"cannot prepare the database schema: {describe(e)}") from e
+        if run_migrations:
+            # A migration may rewrite a big table: no statement timeout there (the writer's engine keeps one).
+            migrator = create_engine(target, schema=schema, **{**engine_options, "command_timeout_s": None})
+            try:
+                await migrate(migrator)
+            except Exception as e:
+                await engine.dispose()
+                raise StorageError(f"cannot prepare the database schema: {describe(e)}") from e
+            finally:
+                await migrator.dispose()
         record_log = cls(engine, max_batch_records=max_batch_records, owns_engine=True, on_batch=on_batch)
         record_log.start()
         return record_log

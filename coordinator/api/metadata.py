@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from coordinator.topics import Topic
+from coordinator.topics import Topic, is_legal_topic_name
 from protocol.errors import ErrorCode
 
 from ._util import response_cls
@@ -73,7 +73,10 @@ def handle_metadata(services: Services, ctx: RequestContext, body: Any) -> Any:
                 continue
             topic = registry.maybe_auto_create(name, allow_create)
             if topic is None:
-                entries.append(_error_entry(name, None, ErrorCode.unknown_topic_or_partition))
+                error = ErrorCode.unknown_topic_or_partition
+                if registry.auto_create and allow_create and not is_legal_topic_name(name):
+                    error = ErrorCode.invalid_topic_exception  # what Kafka answers when it refuses to create it
+                entries.append(_error_entry(name, None, error))
             else:
                 entries.append(_topic_entry(topic, node.node_id))
     return build(

@@ -255,6 +255,8 @@ async def test_metadata_auto_create_and_its_refusals(h: Harness) -> None:
     response = await h.respond(3, 12, topics=[{"name": "fresh", "topic_id": uuid.UUID(int=0)}],
                                include_topic_authorized_operations=False)  # fmt: skip
     assert [(t.name, len(t.partitions)) for t in response.topics] == [("fresh", 2)]  # num.partitions
+    response = await h.respond(3, 5, topics=[{"name": "bad name!"}], allow_auto_topic_creation=True)
+    assert [t.error_code for t in response.topics] == [ErrorCode.invalid_topic_exception]
     response = await h.respond(3, 5, topics=[{"name": "not-asked"}], allow_auto_topic_creation=False)
     assert [t.error_code for t in response.topics] == [ErrorCode.unknown_topic_or_partition]
     h.topics.auto_create = False

@@ -8,6 +8,7 @@ offsets expire soon, commit rewinds, partitions left uncommitted while Stable).
 from __future__ import annotations
 
 import html
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -50,14 +51,20 @@ def _fmt_time(ms: float, with_time: bool) -> str:
     return dt.strftime("%m-%d %H:%M" if with_time else "%Y-%m-%d")
 
 
-def _nice_max(v: float) -> float:
+def _nice_max(v: float, ticks: int = 4) -> float:
+    """The smallest ``ticks * step`` >= v with step 1, 2, 2.5 or 5 times a power of ten (so tick labels are round)."""
     if v <= 0:
         return 1.0
-    mag = 10 ** len(str(int(v))) / 10
+    raw = v / ticks
+    mag = 10 ** math.floor(math.log10(raw))
     for step in (1, 2, 2.5, 5, 10):
-        if v <= step * mag:
-            return step * mag
+        if raw <= step * mag * (1 + 1e-9):
+            return ticks * step * mag
     return v
+
+
+def _tick(v: float, pct: bool) -> str:
+    return f"{v * 100:.4g}%" if pct else f"{v:.4g}"
 
 
 def _legend(names: Sequence[str], x: int, y: int) -> str:
@@ -78,7 +85,7 @@ def _axes(x0: float, x1: float, y_max: float, time_axis: bool, y_label: str, pct
     for i in range(5):
         v = y_max * i / 4
         y = MT + ph - ph * i / 4
-        label = f"{v * 100:.0f}%" if pct else (f"{v:.0f}" if y_max >= 4 else f"{v:.2f}")
+        label = _tick(v, pct)
         parts.append(f'<line x1="{ML}" y1="{y:.1f}" x2="{ML + pw}" y2="{y:.1f}" class="grid"/>')
         parts.append(f'<text x="{ML - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{label}</text>')
     if time_axis and x1 > x0:
@@ -138,7 +145,8 @@ def scatter_chart(series: dict[str, list[tuple[float, float]]], title: str, y_la
         return _empty(title)
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
     x1 = x1 if x1 > x0 else x0 + 1
-    y_max = 1.0 if pct else _nice_max(max(p[1] for p in points))
+    y_max = _nice_max(max(p[1] for p in points))
+    y_max = min(y_max, 1.0) if pct else y_max
     pw, ph = W - ML - MR, H_CHART - MT - MB
     body = [_axes(x0, x1, y_max, True, y_label, pct)]
     for i, pts in enumerate(series.values()):
@@ -158,14 +166,15 @@ def stacked_bars(rows: dict[str, dict[str, float]], keys: Sequence[str], title: 
         return _empty(title)
     bar_h, gap, label_w = 18, 6, 200
     height = MT + len(rows) * (bar_h + gap) + MB
-    total_max = 1.0 if pct else _nice_max(max(sum(v.values()) for v in rows.values()))
+    total_max = _nice_max(max(sum(v.values()) for v in rows.values()))
+    total_max = min(total_max, 1.0) if pct else total_max
     pw = W - label_w - MR
     body = []
     for i in range(5):
         x = label_w + pw * i / 4
         v = total_max * i / 4
         body.append(f'<line x1="{x:.1f}" y1="{MT}" x2="{x:.1f}" y2="{height - MB}" class="grid"/>')
-        label = f"{v * 100:.0f}%" if pct else f"{v:.0f}"
+        label = _tick(v, pct)
         body.append(f'<text x="{x:.1f}" y="{height - MB + 16}" class="tick" text-anchor="middle">{label}</text>')
     for r, (label, values) in enumerate(rows.items()):
         y = MT + r * (bar_h + gap)
@@ -196,12 +205,23 @@ def html_table(rows: list[dict[str, Any]], columns: Sequence[str], caption: str)
         cells = []
         for c in columns:
             v = r.get(c)
-            if isinstance(v, float):
+            if c in TIME_COLUMNS and isinstance(v, int):
+                v = datetime.fromtimestamp(v / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+            elif isinstance(v, float):
                 v = f"{v:.3f}"
             cells.append(f"<td>{esc(v)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<h3>{esc(caption)}</h3><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    rows_html = "".join(body)
+    return (
+        f'<h3>{esc(caption)}</h3><div class="wide"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows_html}</tbody></table></div>"
+    )
 
+
+# Epoch-millisecond columns shown as UTC date-times in the lists.
+TIME_COLUMNS = frozenset(
+    {"commit_timestamp_ms", "gap_start_ms", "gap_end_ms", "empty_since_ms", "earliest_expiry_ms", "all_expired_ms"}
+)
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1100px}
@@ -210,7 +230,8 @@ figure{margin:16px 0}figcaption{font-weight:600;margin-bottom:4px}
 .ax{stroke:#444;stroke-width:1}.grid{stroke:#e4e4e4;stroke-width:1}.tick{font-size:11px;fill:#555}
 .lg{font-size:12px;fill:#222}table{border-collapse:collapse;font-size:12px;margin:8px 0}
 td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}th{background:#f4f4f4}
-td:first-child,th:first-child{text-align:left}.none{color:#777}.kv td{text-align:left}
+td:first-child,th:first-child{text-align:left;white-space:nowrap}.wide{overflow-x:auto}
+.none{color:#777}.kv td{text-align:left}
 """
 
 

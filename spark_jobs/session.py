@@ -15,6 +15,7 @@ def build_session(
     shuffle_partitions: int | None = None,
     driver_memory: str | None = None,
     jdbc: bool = True,
+    extra_conf: dict[str, str] | None = None,
 ) -> SparkSession:
     """A session for the report. ``master`` None keeps what ``spark-submit`` set, else ``local[2]``."""
     builder = SparkSession.builder.appName(app_name)
@@ -31,6 +32,8 @@ def build_session(
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
     if driver_memory is not None:
         builder = builder.config("spark.driver.memory", driver_memory)
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
     jars = jar_list() if jdbc else []
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))

@@ -6,7 +6,8 @@ Shape: every group has ``members`` members and ``partitions`` partitions of one 
 membership turns over every third rebalance (a leave or an eviction, then a join), and the assignment rotates every
 second generation so that some partitions move. One group in ten is static (group.instance.id), and the last rebalance
 of one group in seven is left in progress. Commits are spread evenly over the groups' partitions at a fixed cadence
-with a little jitter, offsets grow, and one commit in 5000 rewinds. Positions follow time across all tables.
+with a little jitter, over the same span as the rebalances; offsets grow, and one commit in 5000 rewinds. Positions
+follow time across all tables.
 
 Everything is generated with Spark from ``spark.range`` (no driver-side loops over rows), so 10 million rows stay cheap.
 """
@@ -36,7 +37,6 @@ class SyntheticSpec:
     rebalances: int = 40  # per group
     commits: int = 1_000_000  # total
     period_ms: int = 20 * 60_000  # between rebalances of a group
-    commit_interval_ms: int = 5_000  # per partition
     seed: int = 7
 
 
@@ -201,6 +201,8 @@ def generate(spark: SparkSession, spec: SyntheticSpec) -> dict[str, DataFrame]:
     )
     keys = spec.groups * spec.partitions
     per_key = max(spec.commits // keys, 1)
+    # Commits of a partition span the same time as the group's rebalances.
+    commit_interval_ms = max(spec.rebalances * spec.period_ms // per_key, 1)
     c = (
         spark.range(keys * per_key)
         .select((F.col("id") % keys).alias("key"), (F.col("id") / keys).cast("long").alias("i"))
@@ -214,7 +216,7 @@ def generate(spark: SparkSession, spec: SyntheticSpec) -> dict[str, DataFrame]:
     ts = (
         F.lit(START_MS)
         + F.col("g") * 7919
-        + F.col("i") * spec.commit_interval_ms
+        + F.col("i") * commit_interval_ms
         + _h(F.col("g"), F.col("p"), F.col("i")) % 1000
     )
     c = c.withColumn("ts", ts).withColumn(

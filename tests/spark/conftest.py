@@ -21,6 +21,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session(master="local[1]", app_name="spark-jobs-tests", shuffle_partitions=2, jdbc=True)
+    session = build_session(
+        master="local[1]",
+        app_name="spark-jobs-tests",
+        shuffle_partitions=1,
+        jdbc=True,
+        # Tiny inputs: compiling generated code costs more than it saves, and adaptive planning adds jobs.
+        extra_conf={
+            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+            "spark.sql.adaptive.enabled": "false",
+            "spark.driver.memory": "1g",
+        },
+    )
     yield session
     session.stop()

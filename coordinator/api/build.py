@@ -24,8 +24,8 @@ T = TypeVar("T")
 ZERO_MS = timedelta(0)
 
 _PLAIN, _LIST, _ONE = 0, 1, 2
-_Spec = tuple[tuple[str, int, Any], ...]
-_specs: dict[type, _Spec] = {}
+_Fields = tuple[tuple[str, int, Any], ...]
+_specs: dict[type, tuple[_Fields, bool]] = {}
 
 
 def _nested(tp: Any) -> tuple[int, Any]:
@@ -43,17 +43,20 @@ def _nested(tp: Any) -> tuple[int, Any]:
     return _PLAIN, None
 
 
-def _spec(cls: type) -> _Spec:
+def _spec(cls: type) -> tuple[_Fields, bool]:
+    """(fields as (name, kind, nested class), whether the class has ``throttle_time``), computed once per class."""
     spec = _specs.get(cls)
     if spec is None:
-        spec = tuple((f.name, *_nested(f.type)) for f in dataclasses.fields(cls))
+        fields = tuple((f.name, *_nested(f.type)) for f in dataclasses.fields(cls))
+        spec = (fields, any(name == "throttle_time" for name, _, _ in fields))
         _specs[cls] = spec
     return spec
 
 
 def build(cls: type[T], data: Mapping[str, Any]) -> T:
+    fields, has_throttle = _spec(cls)
     kwargs: dict[str, Any] = {}
-    for name, kind, sub in _spec(cls):
+    for name, kind, sub in fields:
         if name not in data:
             continue
         value = data[name]
@@ -62,10 +65,10 @@ def build(cls: type[T], data: Mapping[str, Any]) -> T:
         elif kind == _ONE and value is not None:
             value = build(sub, value)
         kwargs[name] = value
-    if "throttle_time" not in kwargs and any(name == "throttle_time" for name, _, _ in _spec(cls)):
+    if has_throttle and "throttle_time" not in kwargs:
         kwargs["throttle_time"] = ZERO_MS  # never throttle: kafka-python pauses a connection for any non-zero value
     return cls(**kwargs)
 
 
 def has_field(cls: type, name: str) -> bool:
-    return any(n == name for n, _, _ in _spec(cls))
+    return any(n == name for n, _, _ in _spec(cls)[0])

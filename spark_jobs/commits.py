@@ -7,7 +7,7 @@ neither a rewind nor the end of an interval.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .assignments import assignments_by_generation
@@ -44,7 +44,7 @@ def commit_steps(inputs: Inputs) -> DataFrame:
     w = Window.partitionBy(*KEY).orderBy("position")
     prev_is_commit = F.lag("_is_commit").over(w)
 
-    def prev(col: str) -> F.Column:
+    def prev(col: str) -> Column:
         return F.when(prev_is_commit, F.lag(col).over(w))
 
     steps = commits.unionByName(removals).select(

@@ -59,7 +59,7 @@ def _nice_max(v: float, ticks: int = 4) -> float:
     mag = 10 ** math.floor(math.log10(raw))
     for step in (1, 2, 2.5, 5, 10):
         if raw <= step * mag * (1 + 1e-9):
-            return ticks * step * mag
+            return float(ticks * step * mag)
     return v
 
 

@@ -11,6 +11,7 @@ increasing across all tables; child rows share their record's position). Nothing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from pyspark.sql import DataFrame, SparkSession
@@ -209,7 +210,6 @@ class Inputs:
     def items(self) -> list[tuple[str, DataFrame]]:
         return [(f.name, getattr(self, f.name)) for f in fields(self)]
 
-    def map(self, fn: object) -> Inputs:
+    def map(self, fn: Callable[[str, DataFrame], DataFrame]) -> Inputs:
         """Apply ``fn(name, df) -> df`` to every table."""
-        assert callable(fn)
         return Inputs(**{name: fn(name, df) for name, df in self.items()})

@@ -98,7 +98,9 @@ def generate(spark: SparkSession, spec: SyntheticSpec) -> dict[str, DataFrame]:
         pos(d) for d in (started, joined, stable, removed, member_joined)
     )
 
-    member_id = lambda k: F.format_string("consumer-%d-%d-%d", F.col("g"), (F.col("r") / 3).cast("int"), k)  # noqa: E731
+    def member_id(k: Column) -> Column:
+        return F.format_string("consumer-%d-%d-%d", F.col("g"), (F.col("r") / 3).cast("int"), k)
+
     out: dict[str, DataFrame] = {}
     out["rebalance_started"] = started.select(
         "position",

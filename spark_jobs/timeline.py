@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .config import ReportRange
@@ -159,7 +159,7 @@ def rebalance_episodes(inputs: Inputs, rng: ReportRange) -> DataFrame:
         "_episode", F.sum(F.when(F.col("kind") == "start", 1).otherwise(0)).over(by_group)
     ).where(F.col("_episode") > 0)
 
-    def first_of(kind: str, col: str) -> F.Column:
+    def first_of(kind: str, col: str) -> Column:
         return F.min_by(F.when(F.col("kind") == kind, F.col(col)), F.when(F.col("kind") == kind, F.col("position")))
 
     episodes = events.groupBy("group_id", "_episode").agg(

@@ -61,6 +61,7 @@ class Connection:
         self.space = asyncio.Event()
         self.space.set()
         self.closing = False
+        self.peak_inflight = 0  # most requests queued at once (observability; bounded by max_inflight)
 
     # ------------------------------------------------------------------------------------------------------ reading
 
@@ -87,10 +88,6 @@ class Connection:
 
     async def _read_loop(self) -> None:
         while not self.closing:
-            if len(self.slots) >= self.server.max_inflight:
-                self.space.clear()
-                await self.space.wait()
-                continue
             data = await self.reader.read(_READ_SIZE)
             if not data:
                 return  # EOF
@@ -100,7 +97,12 @@ class Connection:
                 log.warning("closing connection %s: %s", self.peer, exc)
                 return
             for frame in frames:
-                if not self._dispatch(frame):
+                # At the in-flight limit, wait for the writer before dispatching more: the unread bytes stay in the
+                # socket buffers and TCP flow control slows the client down.
+                while len(self.slots) >= self.server.max_inflight and not self.closing:
+                    self.space.clear()
+                    await self.space.wait()
+                if self.closing or not self._dispatch(frame):
                     return
 
     def _dispatch(self, frame: bytes) -> bool:
@@ -133,6 +135,7 @@ class Connection:
 
     def _push(self, slot: Slot) -> None:
         self.slots.append(slot)
+        self.peak_inflight = max(self.peak_inflight, len(self.slots))
         self.slot_added.set()
 
     # ------------------------------------------------------------------------------------------------------ writing
@@ -195,6 +198,7 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._transports: set[asyncio.BaseTransport] = set()
+        self.open_connections: set[Connection] = set()
 
     @property
     def bound_port(self) -> int:
@@ -248,6 +252,7 @@ class KafkaServer:
         assert task is not None
         self._tasks.add(task)  # type: ignore[arg-type]
         connection = Connection(self, reader, writer)
+        self.open_connections.add(connection)
         log.debug("connection opened %s", connection.peer)
         try:
             await connection.run()
@@ -257,6 +262,7 @@ class KafkaServer:
             log.exception("connection %s failed", connection.peer)
         finally:
             self._tasks.discard(task)  # type: ignore[arg-type]
+            self.open_connections.discard(connection)
             log.debug("connection closed %s", connection.peer)
 
     # ---------------------------------------------------------------------------------------------------- dispatch

@@ -7,6 +7,7 @@ import random
 import select
 import socket
 import struct
+import time
 from typing import Any
 
 from protocol.apis import SUPPORTED_VERSIONS
@@ -98,8 +99,6 @@ def test_half_frame_then_disconnect(server: RunningApp) -> None:
 
 
 def wait_connections(server: RunningApp, n: int) -> None:
-    import time
-
     deadline = time.monotonic() + 5
     while server.call(lambda: server.app.server.connections) != n:
         assert time.monotonic() < deadline, "connection count did not settle"
@@ -131,6 +130,15 @@ def test_pipelined_requests_answered_in_order_while_join_is_parked(server: Runni
     # ...and nothing was written to A yet: its first response is the parked join.
     readable, _, _ = select.select([a.sock], [], [], 0.05)
     assert readable == []
+
+    # A's 34 pipelined requests are not all queued: the server stopped at max_inflight (8) and waits.
+    def peak() -> int:
+        return int(server.call(lambda: max(c.peak_inflight for c in server.app.server.open_connections)))
+
+    deadline = time.monotonic() + 0.3  # well inside the 500 ms the join stays parked
+    while peak() < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert peak() == 8
 
     got = []
     for expected in ids:
@@ -199,8 +207,6 @@ def _ms(value: int) -> Any:
 
 
 def test_stop_with_a_parked_join_closes_connections_promptly() -> None:
-    import time
-
     running = RunningApp().start()
     client = WireClient("127.0.0.1", running.port)
     join = build_request(

@@ -1,6 +1,7 @@
 """Command line: ``kgc serve`` (or ``python -m coordinator serve``) runs the coordinator daemon.
 
-    kgc serve [--kafka-listen HOST:PORT] [--topic NAME:PARTITIONS ...] [--config FILE] [--set NAME=VALUE ...]
+    kgc serve [--kafka-listen HOST:PORT] [--http-listen HOST:PORT] [--topic NAME:PARTITIONS ...] [--config FILE]
+              [--set NAME=VALUE ...]
 
 Command-line values override environment variables (``KGC_...``), which override the ``--config`` TOML file. More
 subcommands (groups, export) hang off the same parser.
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the coordinator daemon")
     serve.add_argument("--kafka-listen", metavar="HOST:PORT", help="Kafka listener (default 127.0.0.1:9092)")
     serve.add_argument("--advertise", metavar="HOST:PORT", help="address clients are told to connect to")
+    serve.add_argument("--http-listen", metavar="HOST:PORT", help="operator HTTP API (default 127.0.0.1:8080)")
     serve.add_argument(
         "--topic", action="append", default=[], metavar="NAME:PARTITIONS", help="topic to expose (repeatable)"
     )
@@ -60,8 +62,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if args.kafka_listen:
         kafka.update(listen_override(args.kafka_listen))
     if args.advertise:
-        adv = listen_override(args.advertise)
+        adv = listen_override(args.advertise, "--advertise")
         kafka.update(advertised_host=adv["host"], advertised_port=adv["port"])
+    if args.http_listen:
+        listen_override(args.http_listen, "--http-listen")  # validate HOST:PORT, naming the option
+        overrides["http"] = {"listen": args.http_listen}
     if args.topic:
         initial = dict(parse_topic_spec(spec) for spec in args.topic)
         overrides.setdefault("topics", {})["initial"] = initial

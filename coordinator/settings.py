@@ -263,6 +263,6 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         _config_file.reset(token)
 
 
-def listen_override(value: str) -> dict[str, Any]:
-    host, port = _host_port(value, "--kafka-listen")
+def listen_override(value: str, what: str = "--kafka-listen") -> dict[str, Any]:
+    host, port = _host_port(value, what)
     return {"host": host, "port": port}

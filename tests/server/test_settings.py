@@ -70,11 +70,12 @@ def test_unknown_names_are_rejected_clearly(tmp_path: Path) -> None:
 def test_cli_builds_settings_from_flags(tmp_path: Path) -> None:
     path = write(tmp_path, "[group]\nmin_session_timeout_ms = 10\n")
     args = build_parser().parse_args(
-        ["serve", "--kafka-listen", "0.0.0.0:19092", "--topic", "a:6", "--topic", "b", "--config", str(path),
+        ["serve", "--kafka-listen", "0.0.0.0:19092", "--http-listen", "0.0.0.0:18080",
+         "--topic", "a:6", "--topic", "b", "--config", str(path),
          "--set", "group.initial.rebalance.delay.ms=0", "--set", "auto.create.topics.enable=false"]
     )  # fmt: skip
     s = settings_from_args(args)
-    assert (s.kafka.host, s.kafka.port) == ("0.0.0.0", 19092)
+    assert (s.kafka.host, s.kafka.port, s.http.listen) == ("0.0.0.0", 19092, "0.0.0.0:18080")
     assert s.topics.initial == {"a": 6, "b": 1}
     assert (s.group.initial_rebalance_delay_ms, s.group.min_session_timeout_ms) == (0, 10)
     assert s.topics.auto_create is False
@@ -85,6 +86,8 @@ def test_cli_configuration_error_exits_2(capsys: pytest.CaptureFixture[str]) -> 
     assert "unknown setting 'no.such.setting'" in capsys.readouterr().err
     assert main(["serve", "--set", "group.max.size=zero"]) == 2
     assert "group.max_size" in capsys.readouterr().err
+    assert main(["serve", "--http-listen", "nowhere"]) == 2
+    assert "--http-listen" in capsys.readouterr().err
 
 
 def test_topic_specs_and_registry() -> None:

@@ -230,3 +230,28 @@ def test_stop_with_a_parked_join_closes_connections_promptly() -> None:
     assert time.monotonic() - started < 2
     assert client.is_closed_by_peer(1)
     client.close()
+
+
+def test_a_held_fetch_blocks_neither_other_connections_nor_later_reads(server: RunningApp) -> None:
+    fetch = build_request(
+        1,
+        12,
+        max_wait=_ms(400),
+        min_bytes=1,
+        topics=[{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}],
+        forgotten_topics_data=[],
+    )
+    a = WireClient("127.0.0.1", server.port)
+    started = time.monotonic()
+    fetch_id = a.send(fetch)
+    versions_id = a.send(api_versions())
+    b = WireClient("127.0.0.1", server.port)
+    assert_alive(server, b)
+    assert time.monotonic() - started < 0.3  # B was answered while A's fetch was held
+    cid, response = a.receive()
+    assert cid == fetch_id
+    assert time.monotonic() - started >= 0.38  # held for max_wait
+    assert [p.records for t in response.responses for p in t.partitions] == [b""]
+    assert a.receive()[0] == versions_id  # the request read behind it is answered right after, in order
+    a.close()
+    b.close()

@@ -8,10 +8,10 @@ until the writer catches up (TCP back-pressure on a client that pipelines withou
 
 Faults: a codec error is the peer's fault. An unsupported ApiVersions version gets the v0 error-35 frame and the
 connection stays open; another unsupported api/version gets the API's error response when one can be encoded,
-otherwise the connection is closed after the responses before it; a malformed or oversized frame is logged and that
-connection closed. A handler exception is an internal error: ``coordinator.api.errors.error_body`` turns it into the
-API's UNKNOWN_SERVER_ERROR response. Nothing that happens on one connection can stop the server or another
-connection.
+otherwise the connection is closed after the already-encoded responses before it (parked ones are dropped, as on
+any close); a malformed or oversized frame is logged and that connection closed. A handler exception is an
+internal error: ``coordinator.api.errors.error_body`` turns it into the API's UNKNOWN_SERVER_ERROR response. Nothing
+that happens on one connection can stop the server or another connection.
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ class Connection:
                     return
 
     def _dispatch(self, frame: bytes) -> bool:
-        """Queue the answer to one frame. False means: stop reading and close after what is queued."""
+        """Queue the answer to one frame. False means: stop reading; the answers already encoded are written, parked
+        ones dropped, then the connection is closed."""
         try:
             request = decode_request(frame)
         except UnsupportedApi as exc:

@@ -74,8 +74,11 @@ class JdbcSource:
     properties: dict[str, str]
 
 
-def jdbc_source(url: str, user: str | None = None, password: str | None = None) -> JdbcSource:
-    """Translate a database URL (SQLAlchemy style or ``jdbc:``) into a JDBC URL, driver class and properties."""
+def jdbc_source(
+    url: str, user: str | None = None, password: str | None = None, schema: str | None = None
+) -> JdbcSource:
+    """Translate a database URL (SQLAlchemy style or ``jdbc:``) into a JDBC URL, driver class and properties.
+    ``schema``: the PostgreSQL schema holding the daemon's tables (its ``storage.schema`` setting), if not public."""
     props: dict[str, str] = {}
     if url.startswith("jdbc:"):
         kind = "sqlite" if url.startswith("jdbc:sqlite:") else "postgresql"
@@ -109,6 +112,8 @@ def jdbc_source(url: str, user: str | None = None, password: str | None = None) 
         props["password"] = password
     if kind == "postgresql":
         props.setdefault("fetchsize", "10000")
+        if schema:
+            props["currentSchema"] = schema
     return JdbcSource(url=jdbc_url, driver=driver_class(kind), properties=props)
 
 
@@ -125,11 +130,12 @@ def read_jdbc(
     *,
     user: str | None = None,
     password: str | None = None,
+    schema: str | None = None,
     num_partitions: int = 4,
 ) -> Inputs:
     """Read every table over JDBC. Tables of at least ``PARALLEL_READ_MIN_ROWS`` rows are read with
     ``num_partitions`` parallel range queries on ``position``."""
-    src = jdbc_source(url, user, password)
+    src = jdbc_source(url, user, password, schema)
     tables: dict[str, DataFrame] = {}
     for table in TABLES:
         try:
@@ -161,6 +167,7 @@ def read_source(
     *,
     user: str | None = None,
     password: str | None = None,
+    schema: str | None = None,
     num_partitions: int = 4,
 ) -> Inputs:
     """A directory is a Parquet export; anything else is a database URL (a bare ``*.db`` path is SQLite)."""
@@ -171,4 +178,4 @@ def read_source(
         if path.is_file():
             return read_jdbc(spark, f"jdbc:sqlite:{path.resolve()}", num_partitions=num_partitions)
         raise FileNotFoundError(f"no such export directory or database file: {source}")
-    return read_jdbc(spark, source, user=user, password=password, num_partitions=num_partitions)
+    return read_jdbc(spark, source, user=user, password=password, schema=schema, num_partitions=num_partitions)

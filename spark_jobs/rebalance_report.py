@@ -75,11 +75,12 @@ def run_report(
     *,
     user: str | None = None,
     password: str | None = None,
+    schema: str | None = None,
     jdbc_partitions: int = 4,
 ) -> ReportResult:
     """Extract from SOURCE, compute every metric, write the outputs. The function an end-to-end test calls with
     the daemon's database URL."""
-    inputs = read_source(spark, source, user=user, password=password, num_partitions=jdbc_partitions)
+    inputs = read_source(spark, source, user=user, password=password, schema=schema, num_partitions=jdbc_partitions)
     return run_inputs(spark, inputs, Path(out_dir), config or ReportConfig(), _redact(source))
 
 
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stale-commit-minutes", type=float, default=15.0, help="uncommitted-while-Stable threshold")
     p.add_argument("--jdbc-partitions", type=int, default=4, help="parallel JDBC reads per large table")
     p.add_argument("--user", help="database user (overrides the URL's)")
+    p.add_argument("--schema", help="PostgreSQL schema of the daemon's tables (default: the search path)")
     p.add_argument("--password-env", default="PGPASSWORD", help="environment variable holding the password")
     p.add_argument("--driver-memory", help="spark.driver.memory for a local run (e.g. 4g)")
     p.add_argument("--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions")
@@ -142,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             config,
             user=args.user,
             password=os.environ.get(args.password_env),
+            schema=args.schema,
             jdbc_partitions=args.jdbc_partitions,
         )
     finally:

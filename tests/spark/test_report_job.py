@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -12,13 +14,13 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.config import ReportConfig
 from spark_jobs.jdbc_drivers import find_jars
-from spark_jobs.rebalance_report import run_inputs, run_report
+from spark_jobs.rebalance_report import ReportResult, run_inputs, run_report
 from spark_jobs.synthetic import SyntheticSpec, generate, write_export
 
 from .history import M
 
 
-def _write_daemon_history(url: str) -> None:
+def _write_daemon_history(url: str, schema: str | None = None) -> None:
     """A consumer group's life through the daemon's record factories and SqlRecordLog."""
     from coordinator.core import records as r
     from protocol.consumer_protocol import encode_assignment
@@ -81,7 +83,7 @@ def _write_daemon_history(url: str) -> None:
     ]
 
     async def write() -> None:
-        log = await SqlRecordLog.open(url)
+        log = await SqlRecordLog.open(url, schema=schema)
         try:
             log.append(history)
             await log.flush()
@@ -91,12 +93,11 @@ def _write_daemon_history(url: str) -> None:
     asyncio.run(write())
 
 
-@pytest.mark.skipif(not all(find_jars().values()), reason="JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
-def test_report_from_the_daemons_sqlite_database(spark: SparkSession, tmp_path: Path) -> None:
-    pytest.importorskip("storage.log")
-    db = tmp_path / "coordinator.db"
-    _write_daemon_history(f"sqlite+aiosqlite:///{db}")
-    result = run_report(spark, f"sqlite:///{db}", tmp_path / "out", ReportConfig(until_ms=30 * M))
+JDBC_MISSING = not all(find_jars().values())
+PG_URL = os.environ.get("KGC_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+
+
+def _check_report(spark: SparkSession, result: ReportResult) -> None:
     totals = result.summary["totals"]
     assert totals["rebalances"] == 3
     assert totals["rebalances_by_cause"] == {"new_member": 2, "session_timeout": 1}
@@ -112,6 +113,66 @@ def test_report_from_the_daemons_sqlite_database(spark: SparkSession, tmp_path: 
     page = result.report_path.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing loaded from a network
+
+
+@pytest.mark.skipif(JDBC_MISSING, reason="JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
+def test_report_from_the_daemons_sqlite_database(spark: SparkSession, tmp_path: Path) -> None:
+    pytest.importorskip("storage.log")
+    db = tmp_path / "coordinator.db"
+    _write_daemon_history(f"sqlite+aiosqlite:///{db}")
+    _check_report(spark, run_report(spark, f"sqlite:///{db}", tmp_path / "out", ReportConfig(until_ms=30 * M)))
+
+
+def _pg_problem() -> str | None:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def check() -> str | None:
+        engine = create_async_engine(PG_URL, connect_args={"timeout": 3})
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            return None
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(check())
+
+
+def _pg_execute(statement: str) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async def run() -> None:
+        engine = create_async_engine(PG_URL)
+        try:
+            async with engine.begin() as conn:
+                await conn.execute(text(statement))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(JDBC_MISSING, reason="JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
+def test_report_from_the_daemons_postgresql_database(spark: SparkSession, tmp_path: Path) -> None:
+    pytest.importorskip("storage.log")
+    problem = _pg_problem()
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL unreachable under CI: {problem}")
+        pytest.skip(f"PostgreSQL unreachable: {problem} (set KGC_TEST_PG_URL)")
+    schema = f"kgc_spark_{uuid.uuid4().hex[:10]}"
+    _pg_execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        _write_daemon_history(PG_URL, schema=schema)
+        result = run_report(spark, PG_URL, tmp_path / "out", ReportConfig(until_ms=30 * M), schema=schema)
+        _check_report(spark, result)
+    finally:
+        _pg_execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_report_from_a_synthetic_parquet_export(spark: SparkSession, tmp_path: Path) -> None:

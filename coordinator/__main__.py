@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--config", metavar="FILE", help="TOML settings file")
     serve.add_argument(
+        "--storage-url",
+        metavar="URL",
+        help="database URL, e.g. postgresql://user@host/db (default: SQLite file under --data-dir; 'memory': none)",
+    )
+    serve.add_argument("--data-dir", metavar="DIR", help="directory of the embedded SQLite database (default ./data)")
+    serve.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="Kafka-named setting (repeatable)"
     )
     serve.add_argument("--log-format", choices=("logfmt", "json"), help="log line format (default logfmt)")
@@ -67,6 +73,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if args.http_listen:
         listen_override(args.http_listen, "--http-listen")  # validate HOST:PORT, naming the option
         overrides["http"] = {"listen": args.http_listen}
+    if args.storage_url or args.data_dir:
+        storage = overrides.setdefault("storage", {})
+        if args.storage_url:
+            storage["url"] = args.storage_url
+        if args.data_dir:
+            storage["data_dir"] = args.data_dir
     if args.topic:
         initial = dict(parse_topic_spec(spec) for spec in args.topic)
         overrides.setdefault("topics", {})["initial"] = initial
@@ -84,7 +96,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 async def serve(settings: Settings) -> None:
     from coordinator.app import App
 
-    app = App(settings)
+    app = await App.open(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -104,6 +116,7 @@ def _run(coro: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from coordinator.logs import setup_logging
+    from storage.errors import StorageError
 
     try:
         settings = settings_from_args(args)
@@ -114,7 +127,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     setup_logging(settings.log.level, settings.log.format)
     try:
         _run(serve(settings))
-    except OSError as exc:
+    except (OSError, StorageError) as exc:
         log.error("cannot start: %s", exc)
         return 1
     return 0

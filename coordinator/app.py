@@ -1,14 +1,16 @@
-"""Wiring: settings -> record log -> core coordinator -> API services -> Kafka listener.
+"""Wiring: settings -> record log -> core coordinator -> API services -> Kafka listener + operator HTTP API.
 
-``App`` owns the lifecycle: ``start()`` loads state (replay, then ``on_loaded``) and opens the listener; ``stop()``
-stops accepting, closes connections, cancels timers and flushes the record log. The record log is
-``MemoryLog(auto_commit=True, keep=False)`` until durable storage slots in through ``record_log`` (an object with
-``append`` plus optional async ``load() -> records`` and ``close()``, like ``storage.log.SqlRecordLog``).
+``App.open(settings)`` opens the durable record log the settings name (SQLite under ``storage.data_dir`` by default,
+PostgreSQL with ``storage.url``, nothing durable with ``storage.url = "memory"``); ``App(settings, record_log=...)``
+takes a ready one (tests). ``start()`` serves ``/healthz`` first, loads state (replay, then ``on_loaded``), then opens
+the Kafka listener, so clients never see a half-loaded coordinator and ``/readyz`` tells when it is ready. ``stop()``
+stops accepting, closes connections, cancels timers and flushes the record log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from typing import Any
@@ -17,6 +19,10 @@ from coordinator.api import Node, Services
 from coordinator.core.clock import Clock, SystemClock
 from coordinator.core.coordinator import GroupCoordinator
 from coordinator.core.log import MemoryLog, RecordLog
+from coordinator.http import HttpServer, start_http
+from coordinator.http.readiness import readiness_probe, sql_ping
+from coordinator.http.wiring import Operator
+from coordinator.metrics import Metrics
 from coordinator.runtime import AsyncioTimer
 from coordinator.server import KafkaServer
 from coordinator.settings import Settings
@@ -25,14 +31,27 @@ from protocol.apis import SUPPORTED_VERSIONS
 
 log = logging.getLogger("coordinator.app")
 
+MEMORY_STORAGE = "memory"
+
 
 class App:
-    def __init__(self, settings: Settings, *, record_log: RecordLog | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        record_log: RecordLog | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.timer = AsyncioTimer()
+        self.metrics = metrics if metrics is not None else Metrics(per_group_labels=settings.http.per_group_metrics)
+        # The original log keeps load/close/queries; the core writes through the operator's taps (metrics, history).
         self.record_log: RecordLog = record_log if record_log is not None else MemoryLog(auto_commit=True, keep=False)
-        self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.record_log)
+        self.operator = Operator.around(self.record_log, metrics=self.metrics)
+        self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.operator.log)
+        self.operator.watch(self.coordinator)
         self.topics = TopicRegistry(
             auto_create=settings.topics.auto_create, default_partitions=settings.topics.num_partitions
         )
@@ -45,34 +64,91 @@ class App:
             node=Node(k.node_id, k.advertised_host or k.host, k.advertised_port or k.port, k.cluster_id),
             supported_versions=dict(SUPPORTED_VERSIONS),
             max_fetch_wait_ms=k.max_fetch_wait_ms,
+            observe_request=self.metrics.observe_request,
         )
         self.server = KafkaServer(
             self.services, host=k.host, port=k.port, max_frame_size=k.max_frame_size, max_inflight=k.max_inflight
         )
+        self.loaded = False
+        self.http: HttpServer | None = None
+        self._background: list[asyncio.Task[Any]] = []
+
+    @classmethod
+    async def open(cls, settings: Settings, *, clock: Clock | None = None) -> App:
+        """An App on the record log the settings name. Raises ``storage.StorageError`` if the database is unusable."""
+        metrics = Metrics(per_group_labels=settings.http.per_group_metrics)
+        s = settings.storage
+        if s.url == MEMORY_STORAGE:
+            return cls(settings, clock=clock, metrics=metrics)
+        from storage.log import SqlRecordLog  # storage is optional for in-memory runs
+
+        record_log = await SqlRecordLog.open(s.url, data_dir=s.data_dir, on_batch=metrics.observe_storage_write)
+        return cls(settings, record_log=record_log, clock=clock, metrics=metrics)
 
     @property
     def port(self) -> int:
         return self.server.bound_port
 
+    @property
+    def http_port(self) -> int | None:
+        return self.http.port if self.http is not None else None
+
     async def start(self) -> None:
+        if self.settings.http.listen:
+            engine = getattr(self.record_log, "engine", None)
+            probe = readiness_probe(lambda: self.loaded, sql_ping(engine) if engine is not None else None)
+            token = self.settings.http.token
+            http_app = self.operator.http_app(
+                self.coordinator,
+                clock=self.clock,
+                topics=self.topics,
+                readiness=probe,
+                token=token.get_secret_value() if token is not None else None,
+            )
+            self.http = await start_http(http_app, self.settings.http.listen)
         # Durable logs (storage.log.SqlRecordLog) return the stored state records; replay them before anything runs.
         load = getattr(self.record_log, "load", None)
+        replayed = 0
         if load is not None:
             records = load()
             if inspect.isawaitable(records):
                 records = await records
             for record in records or ():
                 self.coordinator.replay(record)
+                replayed += 1
         self.coordinator.on_loaded()
+        self.loaded = True
+        self._start_history_pruning()
         await self.server.start()
         k = self.settings.kafka
         host, port = k.advertised(self.server.bound_port)
         self.services.node = Node(k.node_id, host, port, k.cluster_id)
-        log.info("coordinator ready node_id=%d advertised=%s:%d topics=%d", k.node_id, host, port, len(self.topics))
+        log.info(
+            "coordinator ready node_id=%d advertised=%s:%d http=%s topics=%d replayed=%d storage=%s",
+            k.node_id, host, port, self.settings.http.listen or "off", len(self.topics), replayed,
+            type(self.record_log).__name__,
+        )  # fmt: skip
+
+    def _start_history_pruning(self) -> None:
+        run = getattr(self.record_log, "run_history_pruning", None)
+        if run is None:
+            return
+        s = self.settings.storage
+        retention_ms = int(s.history_retention_days * 86_400_000)
+        self._background.append(asyncio.get_running_loop().create_task(run(retention_ms, s.history_prune_interval_s)))
 
     async def stop(self) -> None:
         await self.server.stop()
         self.timer.cancel_all()
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._background.clear()
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
         close = getattr(self.record_log, "close", None)
         if close is not None:
             result: Any = close()

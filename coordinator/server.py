@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections import deque
 from collections.abc import Coroutine
 from typing import Any
@@ -274,13 +275,22 @@ class KafkaServer:
         ctx = RequestContext(
             header.api_key, header.api_version, header.correlation_id, header.client_id or "", client_host
         )
+        observe = self.services.observe_request
+        started = time.perf_counter() if observe is not None else 0.0
         try:
             result = HANDLERS[header.api_key](self.services, ctx, request.body)
         except Exception as exc:
             return self._error_frame(request, ctx, exc)
         if asyncio.iscoroutine(result):
-            return asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
-        return self._encode(request, ctx, result)
+            task = asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
+            if observe is not None:
+                key = header.api_key
+                task.add_done_callback(lambda _t: observe(key, time.perf_counter() - started))
+            return task
+        frame = self._encode(request, ctx, result)
+        if observe is not None:
+            observe(header.api_key, time.perf_counter() - started)
+        return frame
 
     async def _finish(self, request: Request, ctx: RequestContext, result: Coroutine[Any, Any, Any]) -> bytes | None:
         try:

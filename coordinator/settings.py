@@ -88,8 +88,12 @@ class HttpSettings(_Section):
 
 
 class StorageSettings(_Section):
-    url: str | None = None  # SQLAlchemy URL; None = SQLite in data_dir (durable storage: next issue)
+    # SQLAlchemy URL (postgresql://..., sqlite:///...); None = the embedded SQLite file under data_dir;
+    # "memory" = nothing durable (state is lost on restart; for experiments and some tests)
+    url: str | None = None
     data_dir: Path = Path("./data")
+    history_retention_days: float = Field(default=30.0, gt=0)  # rebalance history and commit log kept this long
+    history_prune_interval_s: float = Field(default=600.0, gt=0)
 
 
 class GroupSettings(_Section):

@@ -66,6 +66,8 @@ class Services:
     supported_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     max_fetch_wait_ms: int = 30_000  # cap on a Fetch's max_wait (a client cannot park a request for ever)
     closing: bool = False
+    # called once per answered request with (api_key, seconds from decode to answer); e.g. Metrics.observe_request
+    observe_request: Callable[[int, float], None] | None = None
 
 
 # A handler returns the kio response body, or an awaitable of it for requests that park (JoinGroup, SyncGroup, Fetch,

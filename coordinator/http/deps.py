@@ -30,11 +30,16 @@ class GroupsView(Protocol):
 
 
 class CommittedOffsetView(Protocol):
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int | None
+    @property
+    def offset(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def metadata(self) -> str: ...
+    @property
+    def commit_timestamp_ms(self) -> int: ...
+    @property
+    def expire_timestamp_ms(self) -> int | None: ...
 
 
 class OffsetsView(Protocol):

@@ -1,0 +1,186 @@
+"""A kafka-python consumer that commits increasing offsets in a loop, recording what was acknowledged, and HTTP reads."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.e2e.helpers import wait_for
+
+
+def http_get(base: str, path: str, timeout: float = 5) -> Any:
+    with urllib.request.urlopen(base + path, timeout=timeout) as resp:
+        return json.load(resp)
+
+
+def http_post(base: str, path: str, body: dict[str, Any], timeout: float = 5) -> Any:
+    req = urllib.request.Request(
+        base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.load(resp)
+
+
+def stored_offsets(http_url: str, group: str) -> dict[tuple[str, int], int]:
+    """The daemon's committed offsets of ``group`` (GET /v1/groups/{g}/offsets); {} for an unknown group."""
+    try:
+        body = http_get(http_url, f"/v1/groups/{group}/offsets")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return {}
+        raise
+    return {(o["topic"], o["partition"]): o["offset"] for o in body["offsets"]}
+
+
+def ready(http_url: str) -> bool:
+    try:
+        return bool(http_get(http_url, "/readyz", timeout=2)["ready"])
+    except (OSError, ValueError):
+        return False
+
+
+@dataclass
+class CommitStats:
+    acked: dict[tuple[str, int], int] = field(default_factory=dict)  # latest acknowledged offset per partition
+    # Offsets whose commit() raised, per partition, in attempt order (each may or may not have been stored).
+    unacked: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    acks: int = 0
+    failures: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Committer:
+    """One kafka-python group member (subscribe) in a thread: ``commit()`` of offset n+1 for every assigned partition,
+    then n+2, ... An offset is acknowledged when ``commit()`` returned without raising. ``pause()`` finishes the
+    commit in flight and only polls (heartbeats) afterwards; ``resume()`` goes on committing."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, commit_timeout_ms: int = 1500, **config: Any) -> None:
+        self.bootstrap, self.group, self.topic = bootstrap, group, topic
+        self.commit_timeout_ms = commit_timeout_ms
+        self.config = config
+        self.stats = CommitStats()
+        self.lock = threading.Lock()
+        self.next_offset = 1
+        self.consumer: Any = None
+        self.fatal: BaseException | None = None
+        self._stop = threading.Event()
+        self._run = threading.Event()
+        self._idle = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="committer", daemon=True)
+
+    def start(self) -> None:
+        from kafka import KafkaConsumer
+
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            client_id="durability-committer",
+            enable_auto_commit=False,
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=300,
+            request_timeout_ms=3000,
+            retry_backoff_ms=50,
+            reconnect_backoff_ms=50,
+            reconnect_backoff_max_ms=300,
+            **self.config,
+        )
+        self.consumer.subscribe([self.topic])
+        self._run.set()
+        self._thread.start()
+
+    def acks(self) -> int:
+        with self.lock:
+            return self.stats.acks
+
+    def snapshot(self) -> CommitStats:
+        with self.lock:
+            return CommitStats(
+                dict(self.stats.acked),
+                {k: list(v) for k, v in self.stats.unacked.items()},
+                self.stats.acks,
+                self.stats.failures,
+                list(self.stats.errors),
+            )
+
+    def pause(self, timeout: float = 30) -> None:
+        self._idle.clear()
+        self._run.clear()
+        wait_for(lambda: self._idle.is_set() or self.fatal is not None, timeout, "committer paused")
+        if self.fatal is not None:
+            raise self.fatal
+
+    def resume(self) -> None:
+        self._run.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._run.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "committer did not stop"
+
+    def _main(self) -> None:
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = self.consumer
+        try:
+            while not self._stop.is_set():
+                if not self._run.is_set():
+                    self._idle.set()
+                    try:
+                        consumer.poll(timeout_ms=50)
+                    except Exception:  # the daemon may be down; keep the member alive when it is back
+                        time.sleep(0.05)
+                    continue
+                try:
+                    consumer.poll(timeout_ms=0)
+                except Exception:
+                    time.sleep(0.05)
+                    continue
+                partitions = sorted(consumer.assignment(), key=lambda tp: tp.partition)
+                if not partitions:
+                    time.sleep(0.01)
+                    continue
+                n = self.next_offset
+                self.next_offset += 1
+                try:
+                    consumer.commit(
+                        {tp: OffsetAndMetadata(n, "", -1) for tp in partitions}, timeout_ms=self.commit_timeout_ms
+                    )
+                except Exception as e:
+                    with self.lock:
+                        self.stats.failures += 1
+                        if len(self.stats.errors) < 50:
+                            self.stats.errors.append(f"{type(e).__name__}: {e}")
+                        for tp in partitions:
+                            self.stats.unacked.setdefault((tp.topic, tp.partition), []).append(n)
+                else:
+                    with self.lock:
+                        self.stats.acks += 1
+                        for tp in partitions:
+                            self.stats.acked[(tp.topic, tp.partition)] = n
+        except BaseException as e:  # a bug in the loop itself: surface it
+            self.fatal = e
+        finally:
+            self._idle.set()
+            consumer.close(autocommit=False)
+
+
+def check_read_back(stats: CommitStats, stored: dict[tuple[str, int], int]) -> list[str]:
+    """Problems with ``stored`` given what was acknowledged: each partition's latest acknowledged offset must be read
+    back, or a later offset whose commit was NOT acknowledged (it may have been stored before the crash)."""
+    problems = []
+    for tp, acked in sorted(stats.acked.items()):
+        got = stored.get(tp)
+        later_unacked = {o for o in stats.unacked.get(tp, []) if o > acked}
+        if got is None:
+            problems.append(f"{tp}: acknowledged {acked}, nothing stored")
+        elif got < acked:
+            problems.append(f"{tp}: acknowledged {acked}, stored {got} (an acknowledged commit was lost)")
+        elif got != acked and got not in later_unacked:
+            problems.append(f"{tp}: acknowledged {acked}, stored {got}, which no commit attempt after it sent")
+    return problems

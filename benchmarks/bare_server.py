@@ -1,0 +1,115 @@
+"""The baseline: the daemon's own listener, framing, decoding and encoding, with no coordinator behind them.
+
+    python -m benchmarks.bare_server --listen 127.0.0.1:9093
+
+It is ``coordinator.server.KafkaServer`` (same connection handling, ``decode_request``, ``encode_response``, uvloop)
+with ``handle`` answering from the request alone: JoinGroup makes every member its own leader in generation 1
+(MEMBER_ID_REQUIRED first, as the daemon does from v4), SyncGroup hands back the leader's assignment, Heartbeat is
+NONE, OffsetCommit is NONE for every partition, ApiVersions lists our versions. No state, no timers, no storage, no
+metrics. The load generator forms "groups" against it exactly as against the daemon, so the same scenarios run
+on both and the daemon's numbers can be given as a ratio of this limit of our stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import signal
+from typing import Any
+
+from coordinator.api.build import build
+from coordinator.server import KafkaServer, Slot
+from protocol.apis import ApiKey
+from protocol.codec import Request, encode_response, response_class
+from protocol.errors import ErrorCode
+from protocol.responses import api_versions_response, error_response
+
+_ids = itertools.count(1)
+
+
+def answer(request: Request) -> Any:
+    """The kio response body for ``request``, without any coordinator logic."""
+    header, body = request.header, request.body
+    key, version = header.api_key, header.api_version
+    cls = response_class(key, version)
+    if key == ApiKey.HEARTBEAT:
+        return build(cls, {"error_code": ErrorCode.none})
+    if key == ApiKey.OFFSET_COMMIT:
+        topics = [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": ErrorCode.none}
+                                            for p in t.partitions]}
+            for t in body.topics
+        ]  # fmt: skip
+        return build(cls, {"topics": topics})
+    if key == ApiKey.JOIN_GROUP:
+        if not body.member_id and version >= 4:
+            return build(cls, {"error_code": ErrorCode.member_id_required, "generation_id": -1, "protocol_type": None,
+                               "protocol_name": None, "leader": "", "member_id": f"bare-{next(_ids)}", "members": []})  # fmt: skip
+        member_id = body.member_id or f"bare-{next(_ids)}"
+        protocol = body.protocols[0]
+        return build(
+            cls,
+            {
+                "error_code": ErrorCode.none,
+                "generation_id": 1,
+                "protocol_type": body.protocol_type,
+                "protocol_name": protocol.name,
+                "leader": member_id,
+                "member_id": member_id,
+                "skip_assignment": False,
+                "members": [{"member_id": member_id, "group_instance_id": None, "metadata": protocol.metadata}],
+            },
+        )
+    if key == ApiKey.SYNC_GROUP:
+        assignment = next((a.assignment for a in body.assignments if a.member_id == body.member_id), b"")
+        return build(cls, {"error_code": ErrorCode.none, "protocol_type": getattr(body, "protocol_type", None),
+                           "protocol_name": getattr(body, "protocol_name", None), "assignment": assignment})  # fmt: skip
+    if key == ApiKey.API_VERSIONS:
+        return api_versions_response(version)
+    return error_response(key, version, ErrorCode.none, body)
+
+
+class _NoServices:
+    closing = False
+
+
+class BareServer(KafkaServer):
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(_NoServices(), host=host, port=port)  # type: ignore[arg-type]
+
+    def handle(self, request: Request, client_host: str) -> Slot:
+        return encode_response(request.header, answer(request))
+
+
+async def _serve(host: str, port: int) -> None:
+    server = BareServer(host, port)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    print(f"bare server listening on {host}:{server.bound_port}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--listen", default="127.0.0.1:9093", metavar="HOST:PORT")
+    args = parser.parse_args()
+    host, _, port = args.listen.rpartition(":")
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_serve(host, int(port)))
+    else:
+        uvloop.run(_serve(host, int(port)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,439 @@
+"""Run every benchmark scenario against the daemon and the bare server, write docs/performance.md.
+
+    python -m benchmarks.run --out docs/performance.md [--json results.json] [--before benchmarks/results/before.json]
+    python -m benchmarks.run --quick --out /tmp/perf.md          # smoke run, about a minute
+
+The servers run under ``taskset -c 0``, this runner and its load workers on core 1. PostgreSQL commits run when
+``--pg-url`` answers (default postgresql://postgres@127.0.0.1:5432/test): a fresh database ``kgc_perf_<pid>`` is
+created beside it and dropped afterwards. ``--only heartbeat,commit`` runs a subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks import load, servers
+from benchmarks.load import Options
+
+ALL = ("heartbeat", "commit", "rebalance", "scale", "recovery")
+Result = dict[str, Any]
+
+
+def _scale(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {"duration": 2.0, "warmup": 0.5, "hb_groups": 10, "hb_members": 5, "commit_groups": 16,
+                "commit_rates": [1000, 0], "rebalance_sizes": [10, 50], "rebalance_delay": 300,
+                "scale_groups": 100, "scale_members": 10, "history_rows": 20_000, "offsets": 2_000, "groups": 100}  # fmt: skip
+    return {"duration": 10.0, "warmup": 2.0, "hb_groups": 100, "hb_members": 10, "commit_groups": 64,
+            "commit_rates": [1000, 5000, 10000, 0], "rebalance_sizes": [10, 100, 1000], "rebalance_delay": 3000,
+            "scale_groups": 10_000, "scale_members": 10, "history_rows": 1_000_000, "offsets": 100_000,
+            "groups": 1_000}  # fmt: skip
+
+
+def _load(opts: Options, label: str) -> Result:
+    print(f"  {label} ...", end="", flush=True)
+    started = time.monotonic()
+    result = load.run(opts)
+    result["label"] = label
+    summary = ", ".join(
+        f"{k}={result[k]:.1f}" if isinstance(result[k], float) else f"{k}={result[k]}"
+        for k in ("rate", "p50_ms", "p99_ms", "overhead_ms", "VmRSS", "errors")
+        if k in result
+    )
+    print(f" {summary} ({time.monotonic() - started:.0f}s)", flush=True)
+    if result.get("errors"):
+        print(f"    error: {result.get('error') or result.get('first_error')}", flush=True)
+    return result
+
+
+def _with(server: servers.Server, body: Callable[[servers.Server], list[Result]]) -> list[Result]:
+    try:
+        server.wait_ready()
+        return body(server)
+    finally:
+        server.stop()
+
+
+def run_heartbeat(work: Path, s: dict[str, Any]) -> list[Result]:
+    out: list[Result] = []
+    for name, make in (("bare", lambda: servers.bare(work)), ("daemon", lambda: servers.daemon(work, name="hb"))):
+
+        def body(srv: servers.Server, name: str = name) -> list[Result]:
+            base = Options("heartbeat", port=srv.port, groups=s["hb_groups"], members=s["hb_members"],
+                           duration=s["duration"], warmup=s["warmup"], tag=f"{name}-")  # fmt: skip
+            results = [_load(base, f"heartbeat max on {name}")]
+            fixed = Options(**{**vars(base), "rate": 20_000.0, "tag": f"{name}-r-"})
+            results.append(_load(fixed, f"heartbeat 20000/s on {name}"))
+            for r in results:
+                r["server"] = name
+            return results
+
+        out += _with(make(), body)
+    return out
+
+
+async def _pg_admin(url: str, sql: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"), timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def _pg_version(url: str) -> str | None:
+    async def get() -> str:
+        import asyncpg
+
+        conn = await asyncpg.connect(url, timeout=5)
+        try:
+            return str(await conn.fetchval("SHOW server_version"))
+        finally:
+            await conn.close()
+
+    try:
+        return asyncio.run(get())
+    except Exception:
+        return None
+
+
+def run_commit(work: Path, s: dict[str, Any], pg_url: str | None) -> list[Result]:
+    out: list[Result] = []
+    targets: list[tuple[str, Callable[[], servers.Server]]] = [
+        ("bare", lambda: servers.bare(work)),
+        ("daemon SQLite", lambda: servers.daemon(work, name="commit-sqlite")),
+    ]
+    pg_db = f"kgc_perf_{os.getpid()}"
+    if pg_url and _pg_version(pg_url):
+        base_url = pg_url.rsplit("/", 1)[0]
+        asyncio.run(_pg_admin(pg_url, f'DROP DATABASE IF EXISTS "{pg_db}"'))
+        asyncio.run(_pg_admin(pg_url, f'CREATE DATABASE "{pg_db}"'))
+        targets.append(("daemon PostgreSQL", lambda: servers.daemon(work, name="commit-pg",
+                                                                   storage_url=f"{base_url}/{pg_db}")))  # fmt: skip
+    try:
+        for name, make in targets:
+
+            def body(srv: servers.Server, name: str = name) -> list[Result]:
+                results = []
+                for rate in s["commit_rates"]:
+                    opts = Options("commit", port=srv.port, groups=s["commit_groups"], members=1, partitions=4,
+                                   rate=float(rate), duration=s["duration"], warmup=s["warmup"],
+                                   connections=8, window=8, tag=f"c{rate}-")  # fmt: skip
+                    r = _load(opts, f"commit {'max' if rate == 0 else f'{rate}/s'} on {name}")
+                    r["server"] = name
+                    results.append(r)
+                return results
+
+            out += _with(make(), body)
+    finally:
+        if pg_url and any(name == "daemon PostgreSQL" for name, _ in targets):
+            asyncio.run(_pg_admin(pg_url, f'DROP DATABASE IF EXISTS "{pg_db}"'))
+    return out
+
+
+def run_rebalance(work: Path, s: dict[str, Any]) -> list[Result]:
+    delay = s["rebalance_delay"]
+
+    def body(srv: servers.Server) -> list[Result]:
+        results = []
+        for size in s["rebalance_sizes"]:
+            workers = 4 if size >= 100 else 1
+            opts = Options("rebalance", port=srv.port, members=size, workers=workers, delay_ms=delay, tag="rb-")
+            r = _load(opts, f"rebalance of {size}")
+            r["server"] = "daemon"
+            results.append(r)
+        return results
+
+    return _with(servers.daemon(work, name="rebalance", delay_ms=delay), body)
+
+
+def run_scale(work: Path, s: dict[str, Any]) -> list[Result]:
+    def body(srv: servers.Server) -> list[Result]:
+        time.sleep(0.5)
+        empty = load.vm_status(srv.pid)
+        opts = Options("scale", port=srv.port, groups=s["scale_groups"], members=s["scale_members"], workers=4,
+                       connections=64, form_concurrency=250, pid=srv.pid, tag="sc-")  # fmt: skip
+        r = _load(opts, f"scale {s['scale_groups']} groups x {s['scale_members']}")
+        r["empty_VmRSS"] = empty.get("VmRSS")
+        r["server"] = "daemon"
+        return [r]
+
+    return _with(servers.daemon(work, name="scale", delay_ms=100), body)
+
+
+def run_recovery(work: Path, s: dict[str, Any]) -> list[Result]:
+    from storage.bench_load import generate, prepare
+    from storage.database import SQLITE_FILE_NAME
+
+    results: list[Result] = []
+    empty_dir = work / "recovery-empty"
+    srv = servers.daemon(work, name="recovery-empty", data_dir=empty_dir)
+    try:
+        empty_s = srv.wait_ready()
+    finally:
+        srv.stop()
+    data_dir = work / "recovery-data"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    print("  generating the recovery database ...", end="", flush=True)
+    started = time.monotonic()
+    asyncio.run(prepare(data_dir))
+    counts = generate(data_dir / SQLITE_FILE_NAME, s["history_rows"], s["offsets"], s["groups"])
+    print(f" {time.monotonic() - started:.0f}s", flush=True)
+    history = sum(v for k, v in counts.items() if not k.startswith("current_") and k != "log_batches")
+    size_mb = sum(f.stat().st_size for f in data_dir.iterdir()) / 1e6
+    for attempt in (1, 2):
+        srv = servers.daemon(work, name=f"recovery-{attempt}", data_dir=data_dir)
+        try:
+            ready = srv.wait_ready(300)
+            rss = load.vm_status(srv.pid)
+        finally:
+            srv.stop()
+        print(f"  recovery #{attempt}: {ready:.2f}s to ApiVersions", flush=True)
+        results.append({"scenario": "recovery", "label": f"recovery #{attempt}", "server": "daemon SQLite",
+                        "ready_seconds": ready, "empty_ready_seconds": empty_s, "history_rows": history,
+                        "offsets": counts.get("current_offsets", 0), "groups": counts.get("current_groups", 0),
+                        "db_mb": size_mb, "VmRSS": rss.get("VmRSS"), "errors": 0})  # fmt: skip
+    shutil.rmtree(data_dir, ignore_errors=True)
+    return results
+
+
+# ------------------------------------------------------------------------------------------------ the document
+
+
+def _cmd(args: list[str]) -> str:
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:
+        return ""
+
+
+def machine(pg_url: str | None) -> dict[str, str]:
+    from importlib.metadata import version
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    mem = next((ln.split()[1] for ln in open("/proc/meminfo") if ln.startswith("MemTotal")), "0")
+    info = {
+        "cpu": f"{cpu}, {os.cpu_count()} cores",
+        "memory": f"{int(mem) / 1024 / 1024:.0f} GiB",
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+        "uvloop": version("uvloop"),
+        "kio": version("kio"),
+        "SQLAlchemy": version("SQLAlchemy"),
+        "SQLite": sqlite3.sqlite_version,
+        "asyncpg": version("asyncpg"),
+    }
+    pg = _pg_version(pg_url) if pg_url else None
+    if pg:
+        info["PostgreSQL"] = pg
+    return info
+
+
+def _f(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _mib(value: Any) -> str:
+    return "-" if value is None else f"{value / 1048576:,.0f} MiB"
+
+
+def render(results: list[Result], meta: dict[str, Any], before: list[Result] | None) -> str:
+    by = {r["label"]: r for r in results}
+    lines: list[str] = []
+    add = lines.append
+    add("# Performance")
+    add("")
+    add(meta["intro"])
+    add("")
+    add("## Machine and run")
+    add("")
+    for k, v in meta["machine"].items():
+        add(f"- {k}: {v}")
+    add(f"- run: {meta['started']} -> {meta['finished']} ({'quick' if meta['quick'] else 'full'}), "
+        f"load average before/after: {meta['load_before']} / {meta['load_after']}")  # fmt: skip
+    add(f"- command: `{meta['command']}`")
+    add("")
+    hb = [r for r in results if r["scenario"] == "heartbeat"]
+    if hb:
+        add("## Heartbeat storm")
+        add("")
+        o = hb[0]["options"]
+        add(f"{o['groups']} groups x {o['members']} members (Stable, formed with JoinGroup/SyncGroup), "
+            f"{o['workers']} load processes x {o['connections']} connections; max = {o['window']} heartbeats in flight "
+            f"per connection (closed loop); 20000/s = open loop at a fixed offered load. {o['duration']:.0f} s "
+            f"measured after {o['warmup']:.0f} s warm-up. Heartbeat v4.")  # fmt: skip
+        add("")
+        add("| server | load | heartbeats/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |")
+        add("|---|---|---:|---:|---:|---:|---:|---:|")
+        for r in hb:
+            load_ = "max" if not r["options"]["rate"] else f"{r['options']['rate']:,.0f}/s"
+            add(f"| {r['server']} | {load_} | {_f(r.get('rate'), 0)} | {_f(r.get('p50_ms'), 2)} | "
+                f"{_f(r.get('p99_ms'), 2)} | {_f(r.get('p999_ms'), 2)} | {_f(r.get('max_ms'), 2)} | {r.get('errors')} |")  # fmt: skip
+        bare_max = by.get("heartbeat max on bare", {}).get("rate")
+        daemon_max = by.get("heartbeat max on daemon", {}).get("rate")
+        if bare_max and daemon_max:
+            add("")
+            add(f"Daemon / bare server throughput: **{daemon_max / bare_max:.0%}**.")
+        add("")
+    cm = [r for r in results if r["scenario"] == "commit"]
+    if cm:
+        add("## Offset commits")
+        add("")
+        o = cm[0]["options"]
+        add(f"{o['groups']} single-member Stable groups, OffsetCommit v8 with {o['partitions']} partitions each, "
+            f"answered once durable (group commit). Offered loads are OffsetCommit requests/s (open loop); "
+            f"max = {o['window']} in flight per connection x {o['connections']} connections x {o['workers']} "
+            "processes. Partition-commits/s = requests/s x partitions.")  # fmt: skip
+        add("")
+        add("| server | offered | commits/s | partition-commits/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |")
+        add("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in cm:
+            offered = "max" if not r["options"]["rate"] else f"{r['options']['rate']:,.0f}/s"
+            add(f"| {r['server']} | {offered} | {_f(r.get('rate'), 0)} | {_f(r.get('partition_commits_rate'), 0)} | "
+                f"{_f(r.get('p50_ms'), 2)} | {_f(r.get('p99_ms'), 2)} | {_f(r.get('p999_ms'), 2)} | "
+                f"{_f(r.get('max_ms'), 2)} | {r.get('errors')} |")  # fmt: skip
+        add("")
+    rb = [r for r in results if r["scenario"] == "rebalance"]
+    if rb:
+        add("## Rebalance")
+        add("")
+        add("One group, every member on its own connection, all sending JoinGroup v9 at once (then the "
+            "MEMBER_ID_REQUIRED rejoin, then SyncGroup; the leader assigns everyone). *Delay* is what Kafka's "
+            "initial-rebalance-delay rules make the coordinator wait, counted from the first member-adding JoinGroup "
+            "(windows x group.initial.rebalance.delay.ms); *overhead* = last SyncGroup response - (first join + "
+            "delay): everything the coordinator adds (join completion, 1 durable group-metadata write, "
+            "responses).")  # fmt: skip
+        add("")
+        add("| members | join spread ms | last join -> last sync ms | delay ms | overhead ms | errors |")
+        add("|---:|---:|---:|---:|---:|---:|")
+        for r in rb:
+            add(f"| {_f(r.get('members'))} | {_f(r.get('join_spread_ms'))} | "
+                f"{_f(r.get('last_join_to_last_sync_ms'))} | {_f(r.get('configured_delay_ms'))} | "
+                f"{_f(r.get('overhead_ms'))} | {r.get('errors')} |")  # fmt: skip
+        add("")
+    sc = [r for r in results if r["scenario"] == "scale"]
+    if sc:
+        add("## Scale")
+        add("")
+        add("| groups x members | formed in s | RSS empty | RSS formed (VmRSS) | peak (VmHWM) | errors |")
+        add("|---|---:|---:|---:|---:|---:|")
+        for r in sc:
+            o = r["options"]
+            add(f"| {o['groups']:,} x {o['members']} | {_f(r.get('form_wall_seconds'))} | {_mib(r.get('empty_VmRSS'))} "
+                f"| {_mib(r.get('VmRSS'))} | {_mib(r.get('VmHWM'))} | {r.get('errors')} |")  # fmt: skip
+        add("")
+    rc = [r for r in results if r["scenario"] == "recovery"]
+    if rc:
+        add("## Recovery")
+        add("")
+        r0 = rc[0]
+        add(f"SQLite database from `storage.bench_load`'s generator: {r0['history_rows']:,} history rows, "
+            f"{r0['offsets']:,} current offsets, {r0['groups']:,} groups of 5 members ({r0['db_mb']:.0f} MB). Time "
+            "from spawning `python -m coordinator serve` to the first answered ApiVersions; the same on an empty "
+            f"database: {r0['empty_ready_seconds']:.2f} s (interpreter and imports).")  # fmt: skip
+        add("")
+        add("| run | start -> serving s | RSS after load |")
+        add("|---|---:|---:|")
+        for r in rc:
+            add(f"| {r['label']} | {r['ready_seconds']:.2f} | {_mib(r.get('VmRSS'))} |")
+        add("")
+    if before:
+        add("## Before / after the optimisations (same scenarios)")
+        add("")
+        add("| scenario | before | after |")
+        add("|---|---:|---:|")
+        old = {r["label"]: r for r in before}
+        for label, r in by.items():
+            b = old.get(label)
+            if b is None or r["scenario"] not in ("heartbeat", "commit"):
+                continue
+            add(f"| {label} | {_f(b.get('rate'), 0)}/s, p99 {_f(b.get('p99_ms'), 2)} ms | "
+                f"{_f(r.get('rate'), 0)}/s, p99 {_f(r.get('p99_ms'), 2)} ms |")  # fmt: skip
+        add("")
+    add(meta.get("outro", ""))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+INTRO = (
+    "Generated by `python -m benchmarks.run --out docs/performance.md` (scenarios in `benchmarks/load.py`, the bare "
+    "baseline server in `benchmarks/bare_server.py`). The servers run pinned to core 0 (`taskset -c 0`), the runner "
+    "and its load processes to core 1. The bare server is the daemon's own listener, framing, codec and uvloop with "
+    "no coordinator behind it: the ratio daemon/bare is the number that holds on a noisy machine."
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, help="write the Markdown report here")
+    parser.add_argument("--json", type=Path, help="write the raw results here")
+    parser.add_argument("--before", type=Path, help="results JSON of an earlier run, shown beside this one")
+    parser.add_argument("--quick", action="store_true", help="small sizes, short runs (smoke test)")
+    parser.add_argument("--only", default=",".join(ALL), help=f"comma-separated subset of {','.join(ALL)}")
+    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--notes", type=Path, help="Markdown appended to the report (analysis, targets)")
+    args = parser.parse_args(argv)
+    only = [x for x in args.only.split(",") if x]
+    s = _scale(args.quick)
+    servers.pin_self_to_load_core()
+    meta: dict[str, Any] = {
+        "intro": INTRO,
+        "machine": machine(args.pg_url),
+        "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_before": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "quick": args.quick,
+        "command": "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="kgc-perf-") as tmp:
+        work = Path(tmp)
+        for name in only:
+            print(f"{name}:", flush=True)
+            if name == "heartbeat":
+                results += run_heartbeat(work, s)
+            elif name == "commit":
+                results += run_commit(work, s, args.pg_url)
+            elif name == "rebalance":
+                results += run_rebalance(work, s)
+            elif name == "scale":
+                results += run_scale(work, s)
+            elif name == "recovery":
+                results += run_recovery(work, s)
+            else:
+                parser.error(f"unknown scenario {name}")
+    meta["finished"] = datetime.now(UTC).strftime("%H:%M UTC")
+    meta["load_after"] = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    if args.notes and args.notes.exists():
+        meta["outro"] = args.notes.read_text()
+    before = json.loads(args.before.read_text())["results"] if args.before and args.before.exists() else None
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
+    if args.out:
+        args.out.write_text(render(results, meta, before))
+        print(f"wrote {args.out}")
+    return 1 if any(r.get("errors") for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

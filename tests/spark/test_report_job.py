@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -175,14 +177,47 @@ def test_report_from_the_daemons_postgresql_database(spark: SparkSession, tmp_pa
         _pg_execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def test_report_from_a_synthetic_parquet_export(spark: SparkSession, tmp_path: Path) -> None:
-    spec = SyntheticSpec(groups=3, members=3, partitions=6, rebalances=4, commits=3 * 6 * 20)
-    counts = write_export(generate(spark, spec), tmp_path / "export")
-    assert counts["rebalance_started"] == spec.groups * spec.rebalances
-    result = run_report(spark, str(tmp_path / "export"), tmp_path / "out", ReportConfig())
-    assert result.summary["totals"]["rebalances"] == spec.groups * spec.rebalances
-    assert result.summary["totals"]["groups"] == spec.groups
-    assert result.summary["table_rows"]["commit_cadence_partition"] == spec.groups * spec.partitions
+SYNTHETIC = SyntheticSpec(groups=3, members=3, partitions=6, rebalances=4, commits=3 * 6 * 20)
+
+
+@pytest.fixture(scope="module")
+def synthetic_report(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> ReportResult:
+    root = tmp_path_factory.mktemp("synthetic")
+    counts = write_export(generate(spark, SYNTHETIC), root / "export")
+    assert counts["rebalance_started"] == SYNTHETIC.groups * SYNTHETIC.rebalances
+    return run_report(spark, str(root / "export"), root / "out", ReportConfig())
+
+
+def test_report_from_a_synthetic_parquet_export(synthetic_report: ReportResult) -> None:
+    totals = synthetic_report.summary["totals"]
+    assert totals["rebalances"] == SYNTHETIC.groups * SYNTHETIC.rebalances
+    assert totals["groups"] == SYNTHETIC.groups
+    assert synthetic_report.summary["table_rows"]["commit_cadence_partition"] == SYNTHETIC.groups * SYNTHETIC.partitions
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian package chromium)")
+def test_html_report_renders_in_headless_chromium_without_network(synthetic_report: ReportResult) -> None:
+    assert CHROMIUM is not None
+    page = synthetic_report.report_path
+    common = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--window-size=1100,2000",
+    ]
+    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    # The four charts are inline SVG with drawn marks (not the "no data" placeholder).
+    assert dom.stdout.count("<svg") == 4
+    assert dom.stdout.count("<polyline") >= 1 and dom.stdout.count("<rect") > 10
+    shot = page.with_suffix(".png")
+    done = subprocess.run([*common, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    assert done.returncode == 0 and shot.stat().st_size > 20_000
 
 
 def test_group_glob_limits_the_report(spark: SparkSession, tmp_path: Path) -> None:

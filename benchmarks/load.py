@@ -207,7 +207,7 @@ async def _drive(opts: Options, conns: list[c.Conn], members: list[c.Member]) ->
         per_worker = opts.rate / opts.workers
         began = time.perf_counter()
         rr = 0
-        backlog_limit = 20_000
+        backlog_limit = 256
         while state["running"]:
             now = time.perf_counter()
             due = int((now - began) * per_worker) - state["sent"] - state["skipped"]

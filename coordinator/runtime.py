@@ -19,10 +19,34 @@ log = logging.getLogger("coordinator.runtime")
 T = TypeVar("T")
 
 
+class _Entry:
+    """One scheduled key: the op and its deadline, and the loop handle armed for ``armed_at`` (<= deadline)."""
+
+    __slots__ = ("armed_at", "deadline", "handle", "op")
+
+    def __init__(self, deadline: float, op: TimerOp) -> None:
+        self.deadline = deadline
+        self.armed_at = deadline
+        self.op = op
+        self.handle: asyncio.TimerHandle | None = None
+
+
 class AsyncioTimer:
+    """The core's keyed timer on the running loop, with lazy deadlines.
+
+    Re-scheduling a key to a later deadline (a heartbeat pushing a session expiry back: the hot path) only stores
+    the new deadline and op; the loop handle armed for the earlier deadline stays, and when it fires it sees the
+    deadline moved and re-arms once for it. So a member heartbeating every few seconds costs one loop timer per
+    session timeout instead of a cancel + ``call_later`` per heartbeat. An earlier deadline re-arms at once.
+    Observable behaviour is unchanged: the op of the last ``schedule`` runs at its deadline, never an old op.
+    """
+
+    # A handle may fire up to the loop's clock resolution early; a deadline closer than this counts as due.
+    _EARLY_S = 0.001
+
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop
-        self._handles: dict[str, asyncio.TimerHandle] = {}
+        self._entries: dict[str, _Entry] = {}
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -31,33 +55,50 @@ class AsyncioTimer:
         return self._loop
 
     def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None:
-        old = self._handles.pop(key, None)
-        if old is not None:
-            old.cancel()
-        self._handles[key] = self.loop.call_later(max(0, delay_ms) / 1000.0, self._fire, key, op)
+        loop = self.loop
+        deadline = loop.time() + max(0, delay_ms) / 1000.0
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.op = op
+            entry.deadline = deadline
+            if deadline >= entry.armed_at:
+                return  # the armed handle fires first and re-arms for the new deadline
+            assert entry.handle is not None
+            entry.handle.cancel()
+        else:
+            entry = self._entries[key] = _Entry(deadline, op)
+        entry.armed_at = deadline
+        entry.handle = loop.call_at(deadline, self._fire, key, entry)
 
     def cancel(self, key: str) -> None:
-        handle = self._handles.pop(key, None)
-        if handle is not None:
-            handle.cancel()
+        entry = self._entries.pop(key, None)
+        if entry is not None and entry.handle is not None:
+            entry.handle.cancel()
 
     def is_scheduled(self, key: str) -> bool:
-        return key in self._handles
+        return key in self._entries
 
     def __len__(self) -> int:
-        return len(self._handles)
+        return len(self._entries)
 
     def cancel_all(self) -> None:
-        for handle in self._handles.values():
-            handle.cancel()
-        self._handles.clear()
+        for entry in self._entries.values():
+            if entry.handle is not None:
+                entry.handle.cancel()
+        self._entries.clear()
 
-    def _fire(self, key: str, op: TimerOp) -> None:
-        # The handle fired, so it is this key's current one (a replaced handle was cancelled): forget it before the
-        # op runs, because the op may schedule the same key again.
-        self._handles.pop(key, None)
+    def _fire(self, key: str, entry: _Entry) -> None:
+        if self._entries.get(key) is not entry:
+            return  # cancelled (or cancelled and scheduled anew) after this handle was armed
+        loop = self.loop
+        if entry.deadline - loop.time() > self._EARLY_S:
+            entry.armed_at = entry.deadline
+            entry.handle = loop.call_at(entry.deadline, self._fire, key, entry)
+            return
+        # Forget the key before the op runs, because the op may schedule the same key again.
+        del self._entries[key]
         try:
-            op()
+            entry.op()
         except Exception:
             log.exception("timer operation %s failed", key)
 

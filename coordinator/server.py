@@ -1,10 +1,12 @@
 """The Kafka listener: one asyncio server, many connections, requests answered strictly in order per connection.
 
-Per connection a reader decodes frames and dispatches each request at once - so a parked JoinGroup/SyncGroup/Fetch
-does not stop the connection from reading (pipelining) nor any other connection from being served - and queues one
-*slot* per request: the encoded response, or a task that will produce it. A writer drains the slots in request
-order, waiting on the head one when it is still parked. At ``max_inflight`` queued slots the reader stops reading
-until the writer catches up (TCP back-pressure on a client that pipelines without reading).
+Per connection (an ``asyncio.Protocol``: no task or stream objects) every complete frame that arrives is decoded
+and dispatched at once - so a parked JoinGroup/SyncGroup/Fetch does not stop the connection from reading
+(pipelining) nor any other connection from being served - and one *slot* per request is queued: the encoded
+response, or a task that will produce it. Slots leave in request order: whatever is ready at the head of the queue
+is written in one ``transport.write`` (one send for a batch of pipelined requests), a parked head holds the ones
+behind it until its task is done. At ``max_inflight`` queued slots, or while the transport's write buffer is full,
+reading is paused until the queue drains (TCP back-pressure on a client that pipelines without reading).
 
 Faults: a codec error is the peer's fault. An unsupported ApiVersions version gets the v0 error-35 frame and the
 connection stays open; another unsupported api/version gets the API's error response when one can be encoded,
@@ -36,75 +38,115 @@ log = logging.getLogger("coordinator.server")
 
 DEFAULT_MAX_FRAME_SIZE = 104_857_600  # Kafka's socket.request.max.bytes
 DEFAULT_MAX_INFLIGHT = 1000
-_READ_SIZE = 256 * 1024
 _CLOSE = None  # a slot that means: everything before me is written, now close the connection
 
 Slot = bytes | None | asyncio.Task[bytes | None]
 
 
-class Connection:
-    def __init__(
-        self,
-        server: KafkaServer,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> None:
+class Connection(asyncio.Protocol):
+    """One client connection, driven by the transport's callbacks (no task per connection, no stream objects).
+
+    ``data_received`` decodes and dispatches every complete frame at once and writes every answer that is ready in
+    one ``transport.write``; a parked request's task writes its answer (and any ready ones behind it) when it is
+    done. At ``max_inflight`` queued slots, or while the transport's write buffer is full (``pause_writing``), the
+    remaining frames wait in ``backlog`` and reading is paused: TCP flow control slows the client down.
+    """
+
+    def __init__(self, server: KafkaServer) -> None:
         self.server = server
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_host = "/unknown"
+        self.decoder = FrameDecoder(server.max_frame_size)
+        self.slots: deque[Slot] = deque()
+        self.backlog: deque[bytes] = deque()  # decoded frames not dispatched yet (at the in-flight limit)
+        self.closing = False  # no more requests are dispatched; the connection closes after the ready answers
+        self.reading_paused = False
+        self.writing_paused = False
+        self.peak_inflight = 0  # most requests queued at once (observability; bounded by max_inflight)
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    # ------------------------------------------------------------------------------------------------- transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports do not subclass asyncio's
+        peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
         # Kafka reports member hosts as InetAddress.toString() of the peer: "/1.2.3.4".
         self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else "/unknown"
-        self.decoder = FrameDecoder(server.max_frame_size)
-        self.slots: deque[Slot] = deque()
-        self.slot_added = asyncio.Event()
-        self.space = asyncio.Event()
-        self.space.set()
-        self.closing = False
-        self.peak_inflight = 0  # most requests queued at once (observability; bounded by max_inflight)
-
-    # ------------------------------------------------------------------------------------------------------ reading
-
-    async def run(self) -> None:
-        writer_task = asyncio.create_task(self._write_loop(), name=f"kafka-writer {self.peer}")
-        cancelled = False
-        try:
-            await self._read_loop()
-        except (ConnectionError, OSError) as exc:
-            log.debug("connection %s read error: %s", self.peer, exc)
-        except asyncio.CancelledError:
-            cancelled = True
-            raise
-        finally:
-            # The peer is gone or at fault, or the server stops: answers already encoded are still written, parked
-            # requests are dropped (their tasks cancelled; the core's later answer goes nowhere), then close.
+        if self.server.services.closing:
+            transport.close()
             self.closing = True
-            self._abandon_parked()
-            self._push(_CLOSE)
-            if cancelled:
-                writer_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer_task
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.open_connections.add(self)
+        log.debug("connection opened %s", self.peer)
 
-    async def _read_loop(self) -> None:
-        while not self.closing:
-            data = await self.reader.read(_READ_SIZE)
-            if not data:
-                return  # EOF
-            try:
-                frames = self.decoder.feed(data)
-            except ProtocolError as exc:
-                log.warning("closing connection %s: %s", self.peer, exc)
-                return
-            for frame in frames:
-                # At the in-flight limit, wait for the writer before dispatching more: the unread bytes stay in the
-                # socket buffers and TCP flow control slows the client down.
-                while len(self.slots) >= self.server.max_inflight and not self.closing:
-                    self.space.clear()
-                    await self.space.wait()
-                if self.closing or not self._dispatch(frame):
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing connection %s: %s", self.peer, exc)
+            self._finish()
+            return
+        if frames:
+            self.backlog.extend(frames)
+            self._process()
+
+    def eof_received(self) -> bool:
+        # The peer will send nothing more: answer what is ready, drop parked requests, then close.
+        self._finish()
+        return True  # keep the transport open until those answers are written
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._flush()
+        self._process()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            log.debug("connection %s lost: %s", self.peer, exc)
+        self.closing = True
+        self.backlog.clear()
+        self._abandon_parked()
+        self.server.open_connections.discard(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+        log.debug("connection closed %s", self.peer)
+
+    # ---------------------------------------------------------------------------------------------------- reading
+
+    def _process(self) -> None:
+        """Dispatch backlog frames while there is room, writing what is ready; pause reading while frames wait."""
+        backlog = self.backlog
+        slots = self.slots
+        limit = self.server.max_inflight
+        while True:
+            while backlog and not self.closing and len(slots) < limit and not self.writing_paused:
+                if not self._dispatch(backlog.popleft()):
+                    self._finish()
                     return
+            self._flush()
+            if not backlog or self.closing or self.writing_paused or len(slots) >= limit:
+                break
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        if backlog:
+            if not self.reading_paused:
+                transport.pause_reading()
+                self.reading_paused = True
+        elif self.reading_paused:
+            transport.resume_reading()
+            self.reading_paused = False
 
     def _dispatch(self, frame: bytes) -> bool:
         """Queue the answer to one frame. False means: stop reading; the answers already encoded are written, parked
@@ -137,49 +179,68 @@ class Connection:
 
     def _push(self, slot: Slot) -> None:
         self.slots.append(slot)
-        self.peak_inflight = max(self.peak_inflight, len(self.slots))
-        self.slot_added.set()
+        if len(self.slots) > self.peak_inflight:
+            self.peak_inflight = len(self.slots)
+        if isinstance(slot, asyncio.Task):
+            slot.add_done_callback(self._on_parked_done)
 
-    # ------------------------------------------------------------------------------------------------------ writing
+    def _on_parked_done(self, _task: asyncio.Task[bytes | None]) -> None:
+        self._flush()
+        self._process()
 
-    async def _write_loop(self) -> None:
-        writer = self.writer
-        try:
-            while True:
-                if not self.slots:
-                    self.slot_added.clear()
-                    await self.slot_added.wait()
-                    continue
-                head = self.slots[0]
-                if isinstance(head, asyncio.Task):
-                    if not head.done():
-                        await asyncio.wait((head,))
-                    data = head.result() if not head.cancelled() else None
-                else:
-                    data = head
-                self.slots.popleft()
-                if len(self.slots) < self.server.max_inflight:
-                    self.space.set()
-                if data is None:
-                    return
-                writer.write(data)
-                if not self.slots or isinstance(self.slots[0], asyncio.Task):
-                    await writer.drain()
-        except (ConnectionError, OSError) as exc:
-            log.debug("connection %s write error: %s", self.peer, exc)
-        finally:
+    def _finish(self) -> None:
+        """Stop reading: answers already encoded are written, parked requests dropped, then the connection closes."""
+        if self.closing:
+            return
+        self.closing = True
+        self.backlog.clear()
+        self._abandon_parked()
+        self._push(_CLOSE)
+        self._flush()
+
+    # ---------------------------------------------------------------------------------------------------- writing
+
+    def _flush(self) -> None:
+        """Write every answer that is ready at the head of the queue, in order, in one write."""
+        transport = self.transport
+        if self.writing_paused or transport is None or transport.is_closing():
+            return
+        slots = self.slots
+        chunks: list[bytes] = []
+        close = False
+        while slots:
+            head = slots[0]
+            if isinstance(head, asyncio.Task):
+                if not head.done():
+                    break
+                data = head.result() if not head.cancelled() else None
+            else:
+                data = head
+            slots.popleft()
+            if data is None:
+                close = True
+                break
+            chunks.append(data)
+        if chunks:
+            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if close:
             self.closing = True
-            self.space.set()
-            writer.close()
-            # The transport closes the socket on a later loop iteration: wait for it, so a server that stops
-            # right after really has closed its connections.
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await writer.wait_closed()
+            slots.clear()
+            transport.close()  # after the buffered answers are sent
 
     def _abandon_parked(self) -> None:
         for slot in self.slots:
             if isinstance(slot, asyncio.Task):
                 slot.cancel()
+
+    def abort(self) -> None:
+        """Server stop: close at once, parked requests dropped and unwritten answers too."""
+        self.closing = True
+        self.backlog.clear()
+        self._abandon_parked()
+        self.slots.clear()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
 
 
 class KafkaServer:
@@ -198,8 +259,6 @@ class KafkaServer:
         self.max_frame_size = max_frame_size
         self.max_inflight = max_inflight
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._transports: set[asyncio.BaseTransport] = set()
         self.open_connections: set[Connection] = set()
 
     @property
@@ -218,18 +277,14 @@ class KafkaServer:
         self.services.closing = True
         if self._server is not None:
             self._server.close()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        # A connection accepted just before close() may not have its handler task yet: close its transport.
-        for transport in list(self._transports):
-            abort = getattr(transport, "abort", None)  # uvloop's transports abort too, without the asyncio base
-            if abort is not None:
-                abort()
-            else:
-                transport.close()
-        self._transports.clear()
+        connections = list(self.open_connections)
+        for connection in connections:
+            connection.abort()
+        if connections:
+            await asyncio.wait([c.closed for c in connections], timeout=5)
+            for connection in connections:
+                if not connection.closed.done() and connection.transport is not None:
+                    connection.transport.abort()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -237,35 +292,10 @@ class KafkaServer:
 
     @property
     def connections(self) -> int:
-        return len(self._tasks)
+        return len(self.open_connections)
 
-    def _new_protocol(self) -> asyncio.StreamReaderProtocol:
-        return _TrackedProtocol(asyncio.StreamReader(limit=_READ_SIZE, loop=asyncio.get_running_loop()), self)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.services.closing:
-            writer.close()
-            return
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
-        connection = Connection(self, reader, writer)
-        self.open_connections.add(connection)
-        log.debug("connection opened %s", connection.peer)
-        try:
-            await connection.run()
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("connection %s failed", connection.peer)
-        finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
-            self.open_connections.discard(connection)
-            log.debug("connection closed %s", connection.peer)
+    def _new_protocol(self) -> Connection:
+        return Connection(self)
 
     # ---------------------------------------------------------------------------------------------------- dispatch
 
@@ -314,22 +344,3 @@ class KafkaServer:
         except Exception:
             log.exception("cannot encode an error response api_key=%d api_version=%d", ctx.api_key, ctx.api_version)
             return None
-
-
-class _TrackedProtocol(asyncio.StreamReaderProtocol):
-    """asyncio's stream protocol, plus the server's record of open transports (so ``stop`` can close them all)."""
-
-    def __init__(self, reader: asyncio.StreamReader, server: KafkaServer) -> None:
-        super().__init__(reader, server._accept)
-        self._kafka_server = server
-        self._transport: asyncio.BaseTransport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport
-        self._kafka_server._transports.add(transport)
-        super().connection_made(transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._transport is not None:
-            self._kafka_server._transports.discard(self._transport)
-        super().connection_lost(exc)

@@ -123,7 +123,8 @@ def test_daemon_runs_as_the_systemd_unit_runs_it(tmp_path: Path) -> None:
         assert {t["name"]: t["partitions"] for t in topics["topics"]} == {"orders": 6, "payments": 3}  # type: ignore[index]
         journal_text = log_path.read_text()
         assert "advertised=kgc.example.internal:" in journal_text
-        assert re.search(r"^ts=\S+ level=info logger=", journal_text, flags=re.M), journal_text[-2000:]  # logfmt, as configured
+        # logfmt, as configured
+        assert re.search(r"^ts=\S+ level=info logger=", journal_text, flags=re.M), journal_text[-2000:]
         # The token from the environment file guards mutations; reads stay open.
         assert http("POST", base + "/v1/topics", body={"name": "clicks", "partitions": 2})[0] == 401
         assert http("POST", base + "/v1/topics", token, {"name": "clicks", "partitions": 2})[0] == 201

@@ -1,4 +1,5 @@
-"""A kafka-python consumer that commits increasing offsets in a loop, recording what was acknowledged, and HTTP reads."""
+"""kafka-python clients for the durability tests (a committer that records what was acknowledged, a group member)
+and operator HTTP API reads."""
 
 from __future__ import annotations
 
@@ -184,3 +185,72 @@ def check_read_back(stats: CommitStats, stored: dict[tuple[str, int], int]) -> l
         elif got != acked and got not in later_unacked:
             problems.append(f"{tp}: acknowledged {acked}, stored {got}, which no commit attempt after it sent")
     return problems
+
+
+class KpMember:
+    """A kafka-python group member polling in its own thread. ``close(leave_reason=...)`` leaves with a KIP-800
+    reason (LeaveGroup v5); a static member (``group_instance_id``) closes without leaving, as kafka-python does."""
+
+    def __init__(self, bootstrap: str, group: str, *, topics: list[str] | None = None, pattern: str | None = None,
+                 **config: Any) -> None:  # fmt: skip
+        self.bootstrap, self.group, self.topics, self.pattern = bootstrap, group, topics, pattern
+        self.config = {
+            "client_id": "durability-member",
+            "session_timeout_ms": 6000,
+            "heartbeat_interval_ms": 300,
+            "fetch_max_wait_ms": 100,
+            "enable_auto_commit": False,
+            **config,
+        }
+        self.consumer: Any = None
+        self.assignment: frozenset[tuple[str, int]] = frozenset()
+        self.error: BaseException | None = None
+        self.leave_reason: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="kp-member", daemon=True)
+
+    def start(self) -> KpMember:
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            partition_assignment_strategy=[RoundRobinPartitionAssignor],
+            **self.config,
+        )
+        if self.pattern is not None:
+            self.consumer.subscribe(pattern=self.pattern)
+        else:
+            self.consumer.subscribe(self.topics)
+        self._thread.start()
+        return self
+
+    @property
+    def member_id(self) -> str:
+        return str(self.consumer._coordinator._generation.member_id)
+
+    @property
+    def generation(self) -> int:
+        return int(self.consumer._coordinator._generation.generation_id)
+
+    def close(self, leave_reason: str | None = None) -> None:
+        self.leave_reason = leave_reason
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "member did not close"
+        if self.error is not None:
+            raise self.error
+
+    def _main(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.consumer.poll(timeout_ms=100)
+                self.assignment = frozenset((tp.topic, tp.partition) for tp in self.consumer.assignment())
+            if self.leave_reason is not None:
+                self.consumer._coordinator.maybe_leave_group(reason=self.leave_reason, timeout_ms=5000)
+        except BaseException as e:
+            self.error = e
+        finally:
+            self.consumer.close(autocommit=False)
+            self.assignment = frozenset()

@@ -37,8 +37,12 @@ def test_acknowledged_commits_survive_sigkill(tmp_path: Path, backend: Backend) 
     try:
         committer.start()
         for rep in range(REPEATS):
-            before = committer.acks()
-            wait_for(lambda: committer.acks() >= before + 3, 30, f"rep {rep}: commits acknowledged (seed {seed})")
+            target = committer.acks() + 3
+
+            def committed(target: int = target) -> bool:
+                return committer.acks() >= target
+
+            wait_for(committed, 30, f"rep {rep}: commits acknowledged (seed {seed})")
             time.sleep(rng.uniform(0, 0.3))  # a random moment while commits flow
             daemon.kill()
             committer.pause()

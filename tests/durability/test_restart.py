@@ -5,6 +5,7 @@ partitions, and the rebalance history gains nothing."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -20,11 +21,11 @@ TOPIC = "dur6"
 SESSION_TIMEOUT_S = 6.0  # KafkaPythonMember's session.timeout.ms
 
 
-def _group(daemon: Daemon) -> dict:  # type: ignore[type-arg]
+def _group(daemon: Daemon) -> dict[str, Any]:
     return http_get(daemon.http_url, f"/v1/groups/{GROUP}")  # type: ignore[no-any-return]
 
 
-def _stable_with(daemon: Daemon, members: list[KafkaPythonMember]) -> dict | None:  # type: ignore[type-arg]
+def _stable_with(daemon: Daemon, members: list[KafkaPythonMember]) -> dict[str, Any] | None:
     g = _group(daemon)
     owned = [m.assignment for m in members]
     if g["state"] != "Stable" or len(g["members"]) != 3 or any(len(a) != 2 for a in owned):
@@ -40,6 +41,7 @@ def test_stable_group_survives_restart_without_rebalance(daemon: Daemon) -> None
         m.start()
     try:
         before = wait_for(lambda: _stable_with(daemon, members), 60, "a Stable group of three owning 6 partitions")
+        assert before is not None
         generation = before["generation_id"]
         member_ids = {m["member_id"] for m in before["members"]}
         server_assignment = {m["member_id"]: m["assignment"] for m in before["members"]}

@@ -4,7 +4,8 @@ Rules of this module:
 
 * Everything lives in one ``CollectorRegistry`` per ``Metrics`` instance (not the process-global default), so tests
   and several daemons in one process never collide.
-* Hooks called on the hot path (``observe_request``, ``observe_storage_write``) cost one dict lookup plus one
+* Hooks called on the hot path: ``observe_request`` (every Kafka request) updates plain counters read at scrape
+  time (``_RequestCollector``); ``observe_storage_write`` (per transaction) costs one dict lookup plus one
   prometheus observation: label children are cached per key, nothing is proportional to the number of groups.
 * Rebalance, member-removal and offset-commit metrics are derived from the records the core appends (the records are
   the source of truth), through ``MetricsLog``, a ``RecordLog`` wrapper that observes each batch as it is appended.
@@ -16,13 +17,15 @@ Rules of this module:
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from coordinator.core.log import OnDone, RecordLog
 from coordinator.core.records import (
@@ -114,6 +117,44 @@ class _GroupsCollector(Collector):
             yield per_group
 
 
+class _RequestCollector(Collector):
+    """``kgc_requests_total`` (by api, error) and ``kgc_request_seconds`` (by api) from plain Python counters.
+
+    The per-request hook (``Metrics.observe_request``) is on the hot path of every request: a bisect and a few list
+    and dict increments here, instead of prometheus_client's locked Counter/Histogram children. Everything runs on
+    the event loop thread, as the scrape does.
+    """
+
+    def __init__(self) -> None:
+        # api -> [non-cumulative count per bucket (the last one is +Inf)..., sum of seconds]
+        self.seconds: dict[int | str, list[float]] = {}
+        self.counts: dict[tuple[int | str, int], int] = {}
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily("kgc_requests", "Kafka requests handled, by API and error code.",
+                                       labels=["api", "error"])  # fmt: skip
+        for (api, code), n in sorted(self.counts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            requests.add_metric([api_name(api), _err(code)], n)
+        yield requests
+        seconds = HistogramMetricFamily(
+            "kgc_request_seconds",
+            "Time from a request's arrival to its response (parked Join/Sync included), by API.",
+            labels=["api"],
+        )
+        bounds = [floatToGoString(b) for b in _REQUEST_BUCKETS] + ["+Inf"]  # type: ignore[no-untyped-call]
+        for api, stats in sorted(self.seconds.items(), key=lambda kv: str(kv[0])):
+            cumulative: list[tuple[str, float]] = []
+            running = 0.0
+            for bound, in_bucket in zip(bounds, stats[:-1], strict=True):
+                running += in_bucket
+                cumulative.append((bound, running))
+            seconds.add_metric([api_name(api)], cumulative, sum_value=stats[-1])
+        yield seconds
+
+
 class Metrics:
     """The daemon's metrics. Create one per process (or per test) and pass it to the server, storage and HTTP app."""
 
@@ -123,16 +164,9 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=False)
         g: list[str] = ["group"] if per_group_labels else []
         r = self.registry
-        self.requests = Counter(
-            "kgc_requests", "Kafka requests handled, by API and error code.", ["api", "error"], registry=r
-        )
-        self.request_seconds = Histogram(
-            "kgc_request_seconds",
-            "Time from a request's arrival to its response (parked Join/Sync included), by API.",
-            ["api"],
-            buckets=_REQUEST_BUCKETS,
-            registry=r,
-        )
+        # Per-request metrics are plain counters read at scrape time (see _RequestCollector): no lock, no label lookup.
+        self._requests = _RequestCollector()
+        r.register(self._requests)
         self.connections = Gauge("kgc_connections", "Open Kafka client connections.", registry=r)
         self.rebalances = Counter("kgc_rebalances", "Rebalances started, by cause.", ["cause", *g], registry=r)
         self.rebalance_seconds = Histogram(
@@ -174,23 +208,19 @@ class Metrics:
         self.http_requests = Counter(
             "kgc_http_requests", "Operator HTTP API requests, by route and status.", ["route", "status"], registry=r
         )
-        # Cached label children: the hot path pays one dict lookup, not prometheus' label validation.
-        self._request_children: dict[int | str, Any] = {}
-        self._request_counters: dict[tuple[int | str, int], Any] = {}
         self._groups_collector: _GroupsCollector | None = None
 
     # ---------------------------------------------------------------------------------------------- hot path
     def observe_request(self, api_key: int | str, seconds: float, error: ErrorCode | int = 0) -> None:
         """One Kafka request answered after ``seconds``; ``error`` is its top-level error code (0 when none)."""
-        child = self._request_children.get(api_key)
-        if child is None:
-            child = self._request_children[api_key] = self.request_seconds.labels(api_name(api_key))
-        child.observe(seconds)
-        code = int(error)
-        counter = self._request_counters.get((api_key, code))
-        if counter is None:
-            counter = self._request_counters[(api_key, code)] = self.requests.labels(api_name(api_key), _err(code))
-        counter.inc()
+        stats = self._requests.seconds.get(api_key)
+        if stats is None:
+            stats = self._requests.seconds[api_key] = [0.0] * (len(_REQUEST_BUCKETS) + 2)
+        stats[bisect_left(_REQUEST_BUCKETS, seconds)] += 1  # bucket i counts bounds[i-1] < seconds <= bounds[i]
+        stats[-1] += seconds
+        key = (api_key, error if error.__class__ is int else int(error))
+        counts = self._requests.counts
+        counts[key] = counts.get(key, 0) + 1
 
     def connection_opened(self) -> None:
         self.connections.inc()

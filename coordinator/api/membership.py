@@ -119,7 +119,14 @@ def handle_heartbeat(services: Services, ctx: RequestContext, body: Any) -> Any:
             group_instance_id=getattr(body, "group_instance_id", None),
         )
     )
-    return build(response_cls(ctx), {"error_code": error})
+    cls = response_cls(ctx)
+    response = _heartbeat_responses.get((cls, error))
+    if response is None:  # kio bodies are frozen: one per (version, error) serves every heartbeat (hot path)
+        response = _heartbeat_responses[(cls, error)] = build(cls, {"error_code": error})
+    return response
+
+
+_heartbeat_responses: dict[tuple[type, ErrorCode], Any] = {}
 
 
 # ---------------------------------------------------------------------------------------------------- LeaveGroup

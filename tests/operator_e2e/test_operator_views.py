@@ -336,9 +336,10 @@ def test_every_view_shows_the_causes_of_each_rebalance(story: Story) -> None:
     evicted = next(r for r in history if r["cause"] == "session_timeout")
     (out,) = evicted["members_out"]
     assert out["member_id"].startswith("child-member")  # the confluent-kafka child process
-    # Evicted no earlier than its session timeout after it was last in a Stable generation.
     joined = next(r for r in history if r["to_generation"] == evicted["from_generation"])
-    assert evicted["started_ms"] - joined["stabilized_ms"] >= CHILD_SESSION_MS - 300  # its last heartbeat <= 300 ms on
+    # The session timer is re-armed when the generation turns Stable and at every heartbeat after that, so the
+    # eviction comes at least a session timeout after the Stable transition (50 ms: the event loop's timer slack).
+    assert evicted["started_ms"] - joined["stabilized_ms"] >= CHILD_SESSION_MS - 50
     assert evicted["partitions_moved"] and {m["from_member"] for m in evicted["partitions_moved"]} >= {out["member_id"]}
     # The Empty group in all three views.
     v = story.empty

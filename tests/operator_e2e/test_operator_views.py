@@ -82,6 +82,7 @@ class Story:
     after_reset: Samples = field(default_factory=dict)
     refused_while_stable: Any = None
     screenshot: Path | None = None
+    rebalances_table: str = ""  # ``kgc groups rebalances`` without --json, at the end
 
 
 def group_settled(base: str, members: int) -> Any:
@@ -188,6 +189,9 @@ def story(daemon: Daemon, chromium: str, tmp_path_factory: pytest.TempPathFactor
         a.close()
         wait_for(lambda: api_get(base, f"/v1/groups/{GROUP}").get("state") == "Empty", 30, "the group Empty")
         s.empty = snapshot(daemon, chromium, profile)
+        table = cli(base, "groups", "rebalances", GROUP, json_output=False)
+        assert table.returncode == 0, table.stderr
+        s.rebalances_table = table.stdout
 
         # Reset two of A's partitions back by 7: a dry run first, then for real.
         s.reset_partitions = sorted(s.committed)[:2]
@@ -341,6 +345,12 @@ def test_every_view_shows_the_causes_of_each_rebalance(story: Story) -> None:
     # eviction comes at least a session timeout after the Stable transition (50 ms: the event loop's timer slack).
     assert evicted["started_ms"] - joined["stabilized_ms"] >= CHILD_SESSION_MS - 50
     assert evicted["partitions_moved"] and {m["from_member"] for m in evicted["partitions_moved"]} >= {out["member_id"]}
+    # The CLI's table (no --json) names the same causes and outcomes, newest first.
+    header, *rows = story.rebalances_table.splitlines()
+    cause_at, reason_at, outcome_at, join_at = (header.index(h) for h in ("CAUSE", "REASON", "OUTCOME", "JOIN"))
+    table = [(row[cause_at:reason_at].strip(), row[outcome_at:join_at].strip()) for row in rows if row[:1].isdigit()]
+    assert table == [(r["cause"], r["outcome"]) for r in history]
+    assert rows[-1] == f"({len(history)} of {len(history)})"
     # The Empty group in all three views.
     v = story.empty
     assert v.api_group["state"] == "Empty" and v.api_group["members"] == []

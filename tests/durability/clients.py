@@ -4,6 +4,7 @@ and operator HTTP API reads."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import urllib.error
@@ -53,6 +54,8 @@ class CommitStats:
     acks: int = 0
     failures: int = 0
     errors: list[str] = field(default_factory=list)
+    # Error codes of OffsetCommit responses, by kafka-python error class name (seen through its debug log).
+    response_errors: dict[str, int] = field(default_factory=dict)
 
 
 class Committer:
@@ -69,6 +72,7 @@ class Committer:
         self.next_offset = 1
         self.consumer: Any = None
         self.fatal: BaseException | None = None
+        self._log_handler: logging.Handler | None = None
         self._stop = threading.Event()
         self._run = threading.Event()
         self._idle = threading.Event()
@@ -76,6 +80,11 @@ class Committer:
 
     def start(self) -> None:
         from kafka import KafkaConsumer
+
+        self._log_handler = _CommitErrorHandler(self)
+        logger = logging.getLogger("kafka.coordinator.consumer")
+        logger.addHandler(self._log_handler)
+        logger.setLevel(logging.DEBUG)
 
         self.consumer = KafkaConsumer(
             bootstrap_servers=self.bootstrap,
@@ -106,6 +115,7 @@ class Committer:
                 self.stats.acks,
                 self.stats.failures,
                 list(self.stats.errors),
+                dict(self.stats.response_errors),
             )
 
     def pause(self, timeout: float = 30) -> None:
@@ -122,6 +132,8 @@ class Committer:
         self._stop.set()
         self._run.set()
         self._thread.join(30)
+        if self._log_handler is not None:
+            logging.getLogger("kafka.coordinator.consumer").removeHandler(self._log_handler)
         assert not self._thread.is_alive(), "committer did not stop"
 
     def _main(self) -> None:
@@ -169,6 +181,30 @@ class Committer:
         finally:
             self._idle.set()
             consumer.close(autocommit=False)
+
+
+class _CommitErrorHandler(logging.Handler):
+    """kafka-python retries retriable OffsetCommit errors inside ``commit()``; its log says which code came back."""
+
+    def __init__(self, committer: Committer) -> None:
+        super().__init__(logging.DEBUG)
+        self.committer = committer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not str(record.msg).startswith("OffsetCommit for group") or not isinstance(record.args, tuple):
+            return
+        last = record.args[-1] if record.args else None
+        if isinstance(last, str):  # kafka-python passes error_type.__name__
+            name = last
+        elif isinstance(last, type):
+            name = last.__name__
+        elif isinstance(last, BaseException):
+            name = type(last).__name__
+        else:
+            return
+        with self.committer.lock:
+            errors = self.committer.stats.response_errors
+            errors[name] = errors.get(name, 0) + 1
 
 
 def check_read_back(stats: CommitStats, stored: dict[tuple[str, int], int]) -> list[str]:

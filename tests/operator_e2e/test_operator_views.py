@@ -177,8 +177,9 @@ def story(daemon: Daemon, chromium: str, tmp_path_factory: pytest.TempPathFactor
         settled_and_quiet(base, 2)
         s.stable = snapshot(daemon, chromium, profile)
         s.screenshot = dashboard_screenshot(chromium, profile, f"{base}/#/group/{GROUP}", tmp / "group.png")
-        # A reset while consumers are in the group is refused and changes nothing.
-        s.refused_while_stable = cli(base, "groups", "reset-offsets", GROUP, "--all-topics", "--to-offset", "1",
+        # A reset while consumers are in the group is refused and changes nothing (had it been applied, every
+        # partition would read 1, not only A's commits below).
+        s.refused_while_stable = cli(base, "groups", "reset-offsets", GROUP, "--topic", TOPIC, "--to-offset", "1",
                                      "--execute")  # fmt: skip
 
         s.committed = {p: 100 + 10 * p for p in sorted(a.assignment)}

@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     from coordinator.cli import add_groups_subcommands  # groups/topics: clients of the operator HTTP API
 
     add_groups_subcommands(commands)
+    from coordinator.export import add_export_subcommand  # incremental Parquet export for analytics
+
+    add_export_subcommand(commands)
     return parser
 
 

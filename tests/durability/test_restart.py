@@ -35,6 +35,22 @@ def _stable_with(daemon: Daemon, members: list[KafkaPythonMember]) -> dict[str, 
     return g
 
 
+def _described(daemon: Daemon) -> tuple[str, dict[str, list[int]]]:
+    """DescribeGroups through kafka-python's admin client: state, and partitions per member id."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=daemon.bootstrap, client_id="durability-admin")
+    try:
+        g = admin.describe_groups([GROUP])[GROUP]
+    finally:
+        admin.close()
+    owned = {
+        m["member_id"]: sorted(p for a in m["member_assignment"]["assigned_partitions"] for p in a["partitions"])
+        for m in g["members"]
+    }
+    return g["group_state"], owned
+
+
 def test_stable_group_survives_restart_without_rebalance(daemon: Daemon) -> None:
     members = [KafkaPythonMember(daemon.bootstrap, GROUP, TOPIC) for _ in range(3)]
     for m in members:
@@ -48,6 +64,8 @@ def test_stable_group_survives_restart_without_rebalance(daemon: Daemon) -> None
         owned = [m.assignment for m in members]
         history = http_get(daemon.http_url, f"/v1/groups/{GROUP}/rebalances")
         assert history["total"] >= 1
+        described = _described(daemon)
+        assert described[0] == "Stable" and set(described[1]) == member_ids
 
         assert daemon.stop() == 0
         daemon.start()
@@ -71,6 +89,7 @@ def test_stable_group_survives_restart_without_rebalance(daemon: Daemon) -> None
         assert {m["member_id"]: m["assignment"] for m in after["members"]} == server_assignment
         assert [m.generation() for m in members] == [generation] * 3
         assert [m.assignment for m in members] == owned
+        assert _described(daemon) == described  # DescribeGroups: same state, members and assignments
         history_after = http_get(daemon.http_url, f"/v1/groups/{GROUP}/rebalances")
         assert history_after["total"] == history["total"], history_after["rebalances"][:2]
     finally:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.database import SQLITE_FILE_NAME
 from tests.e2e.daemon import free_port, port_open
 from tests.e2e.helpers import wait_for
 
@@ -139,4 +140,5 @@ def test_daemon_runs_as_the_systemd_unit_runs_it(tmp_path: Path) -> None:
             pytest.fail(f"the daemon ignored {kill_signal} for {stop_timeout}s:\n{log_path.read_text()[-3000:]}")
     assert code == 0, log_path.read_text()[-3000:]  # a clean stop: systemd would not restart it (Restart=on-failure)
     assert "coordinator stopped" in log_path.read_text()
-    assert list(state.glob("*.db")) or list(state.rglob("*.sqlite*")), sorted(p.name for p in state.rglob("*"))
+    # The state (SQLite, no storage URL in the example) is in the unit's StateDirectory.
+    assert (state / SQLITE_FILE_NAME).is_file(), sorted(p.name for p in state.rglob("*"))

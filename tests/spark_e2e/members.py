@@ -1,0 +1,121 @@
+"""Group members for the report end-to-end test: kafka-python consumers whose poll loop runs in a thread and that
+commit on request (kafka-python is not thread-safe, so commits run in the poll thread), and a confluent-kafka member
+in a child process (tests/e2e/child_member.py) that can be SIGKILLed."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from tests.e2e.daemon import ROOT
+
+
+class Consumer:
+    """``assignment`` (partition numbers), ``generation`` and ``member_id`` are what the client itself reports,
+    refreshed after every poll. ``commit({partition: offset})`` returns once the coordinator acknowledged it."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, instance_id: str | None = None) -> None:
+        self.bootstrap, self.group, self.topic, self.instance_id = bootstrap, group, topic, instance_id
+        self.assignment: frozenset[int] = frozenset()
+        self.generation = -1
+        self.member_id = ""
+        self.error: BaseException | None = None
+        self._requests: queue.Queue[tuple[dict[int, int], Future[None]]] = queue.Queue()
+        self._leave_reason: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=f"consumer-{instance_id or 'dynamic'}", daemon=True)
+        self._consumer: Any = None
+
+    def start(self) -> Consumer:
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        extra = {"group_instance_id": self.instance_id} if self.instance_id else {}
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            client_id="spark-e2e",
+            partition_assignment_strategy=[RoundRobinPartitionAssignor],
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            fetch_max_wait_ms=100,
+            enable_auto_commit=False,
+            **extra,
+        )
+        self._consumer.subscribe([self.topic])
+        self._thread.start()
+        return self
+
+    def commit(self, offsets: dict[int, int], timeout: float = 20) -> None:
+        done: Future[None] = Future()
+        self._requests.put((offsets, done))
+        done.result(timeout)
+
+    def close(self, leave_reason: str | None = None, timeout: float = 30) -> None:
+        """Stop polling and close (a dynamic member leaves; with ``leave_reason`` through LeaveGroup v5 carrying it;
+        a static member does not leave, as kafka-python does)."""
+        self._leave_reason = leave_reason
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "consumer did not close"
+
+    def _main(self) -> None:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        consumer = self._consumer
+        try:
+            while not self._stop.is_set():
+                consumer.poll(timeout_ms=100)
+                generation = consumer._coordinator._generation
+                self.generation, self.member_id = int(generation.generation_id), str(generation.member_id)
+                self.assignment = frozenset(tp.partition for tp in consumer.assignment())
+                while not self._requests.empty():
+                    offsets, done = self._requests.get()
+                    try:
+                        consumer.commit(
+                            {TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
+                        )
+                    except BaseException as e:
+                        done.set_exception(e)
+                    else:
+                        done.set_result(None)
+            if self._leave_reason is not None:
+                consumer._coordinator.maybe_leave_group(reason=self._leave_reason, timeout_ms=5000)
+        except BaseException as e:
+            self.error = e
+        finally:
+            try:
+                consumer.close(autocommit=False)
+            finally:
+                self.assignment = frozenset()
+
+
+class ChildMember:
+    """A confluent-kafka member in a child process; ``assignment`` is the last one it printed."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, session_timeout_ms: int) -> None:
+        self.assignment: frozenset[int] = frozenset()
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests/e2e/child_member.py"), bootstrap, group, topic, str(session_timeout_ms)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        self._reader = threading.Thread(target=self._read, name="child-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.assignment = frozenset(json.loads(line))
+
+    def kill(self) -> None:
+        """SIGKILL: no LeaveGroup, the coordinator only notices when the session expires."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.assignment = frozenset()

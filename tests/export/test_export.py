@@ -161,6 +161,8 @@ async def test_second_run_exports_only_new_rows_and_the_union_equals_the_db(data
         # exactly the rows beyond the first high-water mark, in a new file; the first run's files are untouched
         assert new == [row for row in db if row["position"] > first.high_position], table.name
         assert second.rows[table.name] == len(new)
+        # read in chunks of 3 rows, each a row group: memory is bounded by the chunk, not the table
+        assert sum(pq.ParquetFile(f).num_row_groups for f in new_files) == -(-len(new) // 3)
         assert _exported(out, table, [f for f in first.files if f.parent.name == table.name]) == first_rows[table.name]
     assert second.rows["member_removed"] == 1 and second.rows["offset_removals"] == 2
     # snapshots replaced: one file each, the current state after the second batch (g2 deleted, g1/t/0 deleted)

@@ -49,6 +49,7 @@ def ready(http_url: str) -> bool:
 @dataclass
 class CommitStats:
     acked: dict[tuple[str, int], int] = field(default_factory=dict)  # latest acknowledged offset per partition
+    acked_all: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # every acknowledged offset
     # Offsets whose commit() raised, per partition, in attempt order (each may or may not have been stored).
     unacked: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     acks: int = 0
@@ -111,6 +112,7 @@ class Committer:
         with self.lock:
             return CommitStats(
                 dict(self.stats.acked),
+                {k: list(v) for k, v in self.stats.acked_all.items()},
                 {k: list(v) for k, v in self.stats.unacked.items()},
                 self.stats.acks,
                 self.stats.failures,
@@ -176,6 +178,7 @@ class Committer:
                         self.stats.acks += 1
                         for tp in partitions:
                             self.stats.acked[(tp.topic, tp.partition)] = n
+                            self.stats.acked_all.setdefault((tp.topic, tp.partition), []).append(n)
         except BaseException as e:  # a bug in the loop itself: surface it
             self.fatal = e
         finally:

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from sqlalchemy import JSON, BigInteger, Boolean, Integer, LargeBinary, String, Table, event, select
 from sqlalchemy.engine import make_url
@@ -129,13 +130,22 @@ def source_url(storage_url: str | None, data_dir: str | Path | None) -> str:
         path = Path(data_dir if data_dir is not None else DEFAULT_DATA_DIR) / SQLITE_FILE_NAME
     if not path.is_file():
         raise ExportError(f"no database file at {path}")
-    return f"sqlite+aiosqlite:///file:{path.resolve()}?mode=ro&uri=true"
+    return f"sqlite+aiosqlite:///{path.resolve()}"
 
 
 def open_readonly(url: str, schema: str | None = None) -> AsyncEngine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        engine = create_async_engine(url, connect_args={"timeout": 30})
+        import aiosqlite
+
+        # Read-only (mode=ro): never creates, migrates or writes the database. A URI, percent-encoded by hand (a
+        # SQLAlchemy URL would decode it again and break paths with spaces, '#' or '?').
+        uri = f"file:{quote(str(Path(parsed.database or '').resolve()))}?mode=ro"
+
+        async def connect() -> Any:
+            return await aiosqlite.connect(uri, uri=True, timeout=30)
+
+        engine = create_async_engine("sqlite+aiosqlite://", async_creator=connect)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _connect(dbapi_connection: Any, _record: Any) -> None:
@@ -286,7 +296,7 @@ async def _export(url: str, root: Path, last: dict[str, int], schema: str | None
 def _describe(url: str) -> str:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return str(parsed.database).removeprefix("file:")
+        return str(parsed.database)
     return parsed.render_as_string(hide_password=True)
 
 

@@ -235,3 +235,19 @@ def test_cli_export_of_a_sqlite_data_dir(tmp_path: Path) -> None:
     ].startswith("0 rows")
     missing = subprocess.run([*cmd[:-1], str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode == 1 and "no database file" in missing.stderr
+
+
+async def test_the_export_connection_cannot_write(database: Any, tmp_path: Path) -> None:
+    from sqlalchemy import update
+
+    from coordinator.export import open_readonly
+
+    await _append(database, FIRST)
+    url = source_url(None, database.sqlite_path.parent) if database.sqlite_path else database.url
+    engine = open_readonly(url, database.schema)
+    try:
+        async with engine.connect() as conn:
+            with pytest.raises(Exception, match=r"(?i)read.?only"):
+                await conn.execute(update(m.table(m.LogState)).values(last_position=0))
+    finally:
+        await engine.dispose()

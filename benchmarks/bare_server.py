@@ -38,15 +38,29 @@ def answer(request: Request) -> Any:
         return build(cls, {"error_code": ErrorCode.none})
     if key == ApiKey.OFFSET_COMMIT:
         topics = [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": ErrorCode.none}
-                                            for p in t.partitions]}
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": ErrorCode.none} for p in t.partitions
+                ],
+            }
             for t in body.topics
-        ]  # fmt: skip
+        ]
         return build(cls, {"topics": topics})
     if key == ApiKey.JOIN_GROUP:
         if not body.member_id and version >= 4:
-            return build(cls, {"error_code": ErrorCode.member_id_required, "generation_id": -1, "protocol_type": None,
-                               "protocol_name": None, "leader": "", "member_id": f"bare-{next(_ids)}", "members": []})  # fmt: skip
+            return build(
+                cls,
+                {
+                    "error_code": ErrorCode.member_id_required,
+                    "generation_id": -1,
+                    "protocol_type": None,
+                    "protocol_name": None,
+                    "leader": "",
+                    "member_id": f"bare-{next(_ids)}",
+                    "members": [],
+                },
+            )
         member_id = body.member_id or f"bare-{next(_ids)}"
         protocol = body.protocols[0]
         return build(
@@ -64,8 +78,15 @@ def answer(request: Request) -> Any:
         )
     if key == ApiKey.SYNC_GROUP:
         assignment = next((a.assignment for a in body.assignments if a.member_id == body.member_id), b"")
-        return build(cls, {"error_code": ErrorCode.none, "protocol_type": getattr(body, "protocol_type", None),
-                           "protocol_name": getattr(body, "protocol_name", None), "assignment": assignment})  # fmt: skip
+        return build(
+            cls,
+            {
+                "error_code": ErrorCode.none,
+                "protocol_type": getattr(body, "protocol_type", None),
+                "protocol_name": getattr(body, "protocol_name", None),
+                "assignment": assignment,
+            },
+        )
     if key == ApiKey.API_VERSIONS:
         return api_versions_response(version)
     return error_response(key, version, ErrorCode.none, body)

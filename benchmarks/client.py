@@ -19,8 +19,8 @@ from typing import Any
 
 from coordinator.api.build import build
 from protocol.codec import decode_body, encode_body, request_class, response_class
-from protocol.errors import ErrorCode
 from protocol.consumer_protocol import encode_assignment, encode_subscription
+from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, encode_frame
 from protocol.headers import RequestHeader, encode_request_header
 
@@ -133,7 +133,14 @@ def commit_ok(partitions: int) -> bytes:
     return response_tail(
         8,
         COMMIT_V,
-        {"topics": [{"name": TOPIC, "partitions": [{"partition_index": p, "error_code": ErrorCode.none} for p in range(partitions)]}]},
+        {
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "partitions": [{"partition_index": p, "error_code": ErrorCode.none} for p in range(partitions)],
+                }
+            ]
+        },
     )
 
 

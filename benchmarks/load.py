@@ -115,7 +115,9 @@ async def _form_groups(index: int, opts: Options, conns: list[c.Conn]) -> list[c
                     *(c.form_member(conns[i % len(conns)], group_id, opts.session_ms, opts.rebalance_ms) for i in ids)
                 )
                 # Every member joined the same generation and that generation is Stable: a heartbeat says NONE.
-                group = [c.Member(group_id, mid, gen, i % len(conns)) for (mid, gen), i in zip(formed, ids, strict=True)]
+                group = [
+                    c.Member(group_id, mid, gen, i % len(conns)) for (mid, gen), i in zip(formed, ids, strict=True)
+                ]
                 checks = await asyncio.gather(*(c.heartbeat_once(conns[m.conn], m) for m in group))
                 if all(e == 0 for e in checks):
                     members.extend(group)
@@ -133,19 +135,21 @@ async def _form_groups(index: int, opts: Options, conns: list[c.Conn]) -> list[c
 async def _drive(opts: Options, conns: list[c.Conn], members: list[c.Member]) -> dict[str, Any]:
     """The measured phase of heartbeat/commit: closed loop (window) or open loop (rate)."""
     loop = asyncio.get_running_loop()
-    if opts.scenario == "heartbeat":
-        build: Callable[[c.Member], bytes] = lambda m: c.heartbeat_frame(m.group_id, m.generation, m.member_id)
-        ok = c.HEARTBEAT_OK
-    else:
-        build = lambda m: c.commit_frame(m.group_id, m.generation, m.member_id, opts.partitions)  # noqa: E731
-        ok = c.commit_ok(opts.partitions)
+    partitions = opts.partitions
+
+    def build(m: c.Member) -> bytes:
+        if opts.scenario == "heartbeat":
+            return c.heartbeat_frame(m.group_id, m.generation, m.member_id)
+        return c.commit_frame(m.group_id, m.generation, m.member_id, partitions)
+
+    ok = c.HEARTBEAT_OK if opts.scenario == "heartbeat" else c.commit_ok(partitions)
     frames: list[list[bytes]] = [[] for _ in conns]
     for m in members:
         frames[m.conn].append(build(m))
     live = [i for i, f in enumerate(frames) if f]
     cursor = [0] * len(conns)
     latencies = array("i")
-    state = {"measuring": False, "running": True, "count": 0, "errors": 0, "sent": 0, "skipped": 0}
+    state: dict[str, Any] = {"measuring": False, "running": True, "count": 0, "errors": 0, "sent": 0, "skipped": 0}
     closed_loop = opts.rate <= 0
     first_error: list[bytes] = []
 
@@ -201,7 +205,7 @@ async def _drive(opts: Options, conns: list[c.Conn], members: list[c.Member]) ->
         for i in live:
             conns[i].write(take(i, opts.window))
             conns[i].sent.extend([time.perf_counter_ns()] * opts.window)
-        while state["running"]:
+        while state["running"]:  # noqa: ASYNC110  (the stop is a timer; polling keeps this loop simple)
             await asyncio.sleep(0.05)
     else:
         per_worker = opts.rate / opts.workers
@@ -228,7 +232,7 @@ async def _drive(opts: Options, conns: list[c.Conn], members: list[c.Member]) ->
             await asyncio.sleep(0.0005)
     # Let the requests in flight come back (they are not counted), so connections close cleanly.
     deadline = time.monotonic() + 5
-    while any(conn.sent for conn in conns) and time.monotonic() < deadline:
+    while any(conn.sent for conn in conns) and time.monotonic() < deadline:  # noqa: ASYNC110
         await asyncio.sleep(0.01)
     result = {
         "count": state["count"],
@@ -379,8 +383,19 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--target", default="127.0.0.1:9092", metavar="HOST:PORT")
     parser.add_argument("--json", metavar="FILE", help="also write the result here")
     d = Options("heartbeat")
-    for name in ("workers", "groups", "members", "connections", "window", "partitions", "session_ms",
-                 "rebalance_ms", "delay_ms", "form_concurrency", "pid"):  # fmt: skip
+    for name in (
+        "workers",
+        "groups",
+        "members",
+        "connections",
+        "window",
+        "partitions",
+        "session_ms",
+        "rebalance_ms",
+        "delay_ms",
+        "form_concurrency",
+        "pid",
+    ):
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(d, name))
     for name in ("rate", "duration", "warmup"):
         parser.add_argument("--" + name, type=float, default=getattr(d, name))

@@ -35,13 +35,36 @@ Result = dict[str, Any]
 
 def _scale(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"duration": 2.0, "warmup": 0.5, "hb_groups": 10, "hb_members": 5, "commit_groups": 16,
-                "commit_rates": [1000, 0], "rebalance_sizes": [10, 50], "rebalance_delay": 300,
-                "scale_groups": 100, "scale_members": 10, "history_rows": 20_000, "offsets": 2_000, "groups": 100}  # fmt: skip
-    return {"duration": 10.0, "warmup": 2.0, "hb_groups": 100, "hb_members": 10, "commit_groups": 64,
-            "commit_rates": [1000, 5000, 10000, 0], "rebalance_sizes": [10, 100, 1000], "rebalance_delay": 3000,
-            "scale_groups": 10_000, "scale_members": 10, "history_rows": 1_000_000, "offsets": 100_000,
-            "groups": 1_000}  # fmt: skip
+        return {
+            "duration": 2.0,
+            "warmup": 0.5,
+            "hb_groups": 10,
+            "hb_members": 5,
+            "commit_groups": 16,
+            "commit_rates": [1000, 0],
+            "rebalance_sizes": [10, 50],
+            "rebalance_delay": 300,
+            "scale_groups": 100,
+            "scale_members": 10,
+            "history_rows": 20_000,
+            "offsets": 2_000,
+            "groups": 100,
+        }
+    return {
+        "duration": 10.0,
+        "warmup": 2.0,
+        "hb_groups": 100,
+        "hb_members": 10,
+        "commit_groups": 64,
+        "commit_rates": [1000, 5000, 10000, 0],
+        "rebalance_sizes": [10, 100, 1000],
+        "rebalance_delay": 3000,
+        "scale_groups": 10_000,
+        "scale_members": 10,
+        "history_rows": 1_000_000,
+        "offsets": 100_000,
+        "groups": 1_000,
+    }
 
 
 def _load(opts: Options, label: str) -> Result:
@@ -70,11 +93,22 @@ def _with(server: servers.Server, body: Callable[[servers.Server], list[Result]]
 
 def run_heartbeat(work: Path, s: dict[str, Any]) -> list[Result]:
     out: list[Result] = []
-    for name, make in (("bare", lambda: servers.bare(work)), ("daemon", lambda: servers.daemon(work, name="hb"))):
+    targets: list[tuple[str, Callable[[], servers.Server]]] = [
+        ("bare", lambda: servers.bare(work)),
+        ("daemon", lambda: servers.daemon(work, name="hb")),
+    ]
+    for name, make in targets:
 
         def body(srv: servers.Server, name: str = name) -> list[Result]:
-            base = Options("heartbeat", port=srv.port, groups=s["hb_groups"], members=s["hb_members"],
-                           duration=s["duration"], warmup=s["warmup"], tag=f"{name}-")  # fmt: skip
+            base = Options(
+                "heartbeat",
+                port=srv.port,
+                groups=s["hb_groups"],
+                members=s["hb_members"],
+                duration=s["duration"],
+                warmup=s["warmup"],
+                tag=f"{name}-",
+            )
             results = [_load(base, f"heartbeat max on {name}")]
             fixed = Options(**{**vars(base), "rate": 20_000.0, "tag": f"{name}-r-"})
             results.append(_load(fixed, f"heartbeat 20000/s on {name}"))
@@ -123,17 +157,28 @@ def run_commit(work: Path, s: dict[str, Any], pg_url: str | None) -> list[Result
         base_url = pg_url.rsplit("/", 1)[0]
         asyncio.run(_pg_admin(pg_url, f'DROP DATABASE IF EXISTS "{pg_db}"'))
         asyncio.run(_pg_admin(pg_url, f'CREATE DATABASE "{pg_db}"'))
-        targets.append(("daemon PostgreSQL", lambda: servers.daemon(work, name="commit-pg",
-                                                                   storage_url=f"{base_url}/{pg_db}")))  # fmt: skip
+        targets.append(
+            ("daemon PostgreSQL", lambda: servers.daemon(work, name="commit-pg", storage_url=f"{base_url}/{pg_db}"))
+        )
     try:
         for name, make in targets:
 
             def body(srv: servers.Server, name: str = name) -> list[Result]:
                 results = []
                 for rate in s["commit_rates"]:
-                    opts = Options("commit", port=srv.port, groups=s["commit_groups"], members=1, partitions=4,
-                                   rate=float(rate), duration=s["duration"], warmup=s["warmup"],
-                                   connections=8, window=8, tag=f"c{rate}-")  # fmt: skip
+                    opts = Options(
+                        "commit",
+                        port=srv.port,
+                        groups=s["commit_groups"],
+                        members=1,
+                        partitions=4,
+                        rate=float(rate),
+                        duration=s["duration"],
+                        warmup=s["warmup"],
+                        connections=8,
+                        window=8,
+                        tag=f"c{rate}-",
+                    )
                     r = _load(opts, f"commit {'max' if rate == 0 else f'{rate}/s'} on {name}")
                     r["server"] = name
                     results.append(r)
@@ -166,8 +211,17 @@ def run_scale(work: Path, s: dict[str, Any]) -> list[Result]:
     def body(srv: servers.Server) -> list[Result]:
         time.sleep(0.5)
         empty = load.vm_status(srv.pid)
-        opts = Options("scale", port=srv.port, groups=s["scale_groups"], members=s["scale_members"], workers=4,
-                       connections=64, form_concurrency=250, pid=srv.pid, tag="sc-")  # fmt: skip
+        opts = Options(
+            "scale",
+            port=srv.port,
+            groups=s["scale_groups"],
+            members=s["scale_members"],
+            workers=4,
+            connections=64,
+            form_concurrency=250,
+            pid=srv.pid,
+            tag="sc-",
+        )
         r = _load(opts, f"scale {s['scale_groups']} groups x {s['scale_members']}")
         r["empty_VmRSS"] = empty.get("VmRSS")
         r["server"] = "daemon"
@@ -204,10 +258,21 @@ def run_recovery(work: Path, s: dict[str, Any]) -> list[Result]:
         finally:
             srv.stop()
         print(f"  recovery #{attempt}: {ready:.2f}s to ApiVersions", flush=True)
-        results.append({"scenario": "recovery", "label": f"recovery #{attempt}", "server": "daemon SQLite",
-                        "ready_seconds": ready, "empty_ready_seconds": empty_s, "history_rows": history,
-                        "offsets": counts.get("current_offsets", 0), "groups": counts.get("current_groups", 0),
-                        "db_mb": size_mb, "VmRSS": rss.get("VmRSS"), "errors": 0})  # fmt: skip
+        results.append(
+            {
+                "scenario": "recovery",
+                "label": f"recovery #{attempt}",
+                "server": "daemon SQLite",
+                "ready_seconds": ready,
+                "empty_ready_seconds": empty_s,
+                "history_rows": history,
+                "offsets": counts.get("current_offsets", 0),
+                "groups": counts.get("current_groups", 0),
+                "db_mb": size_mb,
+                "VmRSS": rss.get("VmRSS"),
+                "errors": 0,
+            }
+        )
     shutil.rmtree(data_dir, ignore_errors=True)
     return results
 
@@ -225,8 +290,10 @@ def _cmd(args: list[str]) -> str:
 def machine(pg_url: str | None) -> dict[str, str]:
     from importlib.metadata import version
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    mem = next((ln.split()[1] for ln in open("/proc/meminfo") if ln.startswith("MemTotal")), "0")
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    cpu = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if ln.startswith("model name")), "?")
+    mem = next((ln.split()[1] for ln in meminfo if ln.startswith("MemTotal")), "0")
     info = {
         "cpu": f"{cpu}, {os.cpu_count()} cores",
         "memory": f"{int(mem) / 1024 / 1024:.0f} GiB",
@@ -270,8 +337,10 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
     add("")
     for k, v in meta["machine"].items():
         add(f"- {k}: {v}")
-    add(f"- run: {meta['started']} -> {meta['finished']} ({'quick' if meta['quick'] else 'full'}), "
-        f"load average before/after: {meta['load_before']} / {meta['load_after']}")  # fmt: skip
+    add(
+        f"- run: {meta['started']} -> {meta['finished']} ({'quick' if meta['quick'] else 'full'}), "
+        f"load average before/after: {meta['load_before']} / {meta['load_after']}"
+    )
     add(f"- command: `{meta['command']}`")
     add("")
     hb = [r for r in results if r["scenario"] == "heartbeat"]
@@ -279,17 +348,21 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
         add("## Heartbeat storm")
         add("")
         o = hb[0]["options"]
-        add(f"{o['groups']} groups x {o['members']} members (Stable, formed with JoinGroup/SyncGroup), "
+        add(
+            f"{o['groups']} groups x {o['members']} members (Stable, formed with JoinGroup/SyncGroup), "
             f"{o['workers']} load processes x {o['connections']} connections; max = {o['window']} heartbeats in flight "
             f"per connection (closed loop); 20000/s = open loop at a fixed offered load. {o['duration']:.0f} s "
-            f"measured after {o['warmup']:.0f} s warm-up. Heartbeat v4.")  # fmt: skip
+            f"measured after {o['warmup']:.0f} s warm-up. Heartbeat v4."
+        )
         add("")
         add("| server | load | heartbeats/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |")
         add("|---|---|---:|---:|---:|---:|---:|---:|")
         for r in hb:
             load_ = "max" if not r["options"]["rate"] else f"{r['options']['rate']:,.0f}/s"
-            add(f"| {r['server']} | {load_} | {_f(r.get('rate'), 0)} | {_f(r.get('p50_ms'), 2)} | "
-                f"{_f(r.get('p99_ms'), 2)} | {_f(r.get('p999_ms'), 2)} | {_f(r.get('max_ms'), 2)} | {r.get('errors')} |")  # fmt: skip
+            add(
+                f"| {r['server']} | {load_} | {_f(r.get('rate'), 0)} | {_f(r.get('p50_ms'), 2)} | "
+                f"{_f(r.get('p99_ms'), 2)} | {_f(r.get('p999_ms'), 2)} | {_f(r.get('max_ms'), 2)} | {r.get('errors')} |"
+            )
         bare_max = by.get("heartbeat max on bare", {}).get("rate")
         daemon_max = by.get("heartbeat max on daemon", {}).get("rate")
         if bare_max and daemon_max:
@@ -301,36 +374,44 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
         add("## Offset commits")
         add("")
         o = cm[0]["options"]
-        add(f"{o['groups']} single-member Stable groups, OffsetCommit v8 with {o['partitions']} partitions each, "
+        add(
+            f"{o['groups']} single-member Stable groups, OffsetCommit v8 with {o['partitions']} partitions each, "
             f"answered once durable (group commit). Offered loads are OffsetCommit requests/s (open loop); "
             f"max = {o['window']} in flight per connection x {o['connections']} connections x {o['workers']} "
-            "processes. Partition-commits/s = requests/s x partitions.")  # fmt: skip
+            "processes. Partition-commits/s = requests/s x partitions."
+        )
         add("")
         add("| server | offered | commits/s | partition-commits/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |")
         add("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in cm:
             offered = "max" if not r["options"]["rate"] else f"{r['options']['rate']:,.0f}/s"
-            add(f"| {r['server']} | {offered} | {_f(r.get('rate'), 0)} | {_f(r.get('partition_commits_rate'), 0)} | "
+            add(
+                f"| {r['server']} | {offered} | {_f(r.get('rate'), 0)} | {_f(r.get('partition_commits_rate'), 0)} | "
                 f"{_f(r.get('p50_ms'), 2)} | {_f(r.get('p99_ms'), 2)} | {_f(r.get('p999_ms'), 2)} | "
-                f"{_f(r.get('max_ms'), 2)} | {r.get('errors')} |")  # fmt: skip
+                f"{_f(r.get('max_ms'), 2)} | {r.get('errors')} |"
+            )
         add("")
     rb = [r for r in results if r["scenario"] == "rebalance"]
     if rb:
         add("## Rebalance")
         add("")
-        add("One group, every member on its own connection, all sending JoinGroup v9 at once (then the "
+        add(
+            "One group, every member on its own connection, all sending JoinGroup v9 at once (then the "
             "MEMBER_ID_REQUIRED rejoin, then SyncGroup; the leader assigns everyone). *Delay* is what Kafka's "
             "initial-rebalance-delay rules make the coordinator wait, counted from the first member-adding JoinGroup "
             "(windows x group.initial.rebalance.delay.ms); *overhead* = last SyncGroup response - (first join + "
             "delay): everything the coordinator adds (join completion, 1 durable group-metadata write, "
-            "responses).")  # fmt: skip
+            "responses)."
+        )
         add("")
         add("| members | join spread ms | last join -> last sync ms | delay ms | overhead ms | errors |")
         add("|---:|---:|---:|---:|---:|---:|")
         for r in rb:
-            add(f"| {_f(r.get('members'))} | {_f(r.get('join_spread_ms'))} | "
+            add(
+                f"| {_f(r.get('members'))} | {_f(r.get('join_spread_ms'))} | "
                 f"{_f(r.get('last_join_to_last_sync_ms'))} | {_f(r.get('configured_delay_ms'))} | "
-                f"{_f(r.get('overhead_ms'))} | {r.get('errors')} |")  # fmt: skip
+                f"{_f(r.get('overhead_ms'))} | {r.get('errors')} |"
+            )
         add("")
     sc = [r for r in results if r["scenario"] == "scale"]
     if sc:
@@ -340,18 +421,22 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
         add("|---|---:|---:|---:|---:|---:|")
         for r in sc:
             o = r["options"]
-            add(f"| {o['groups']:,} x {o['members']} | {_f(r.get('form_wall_seconds'))} | {_mib(r.get('empty_VmRSS'))} "
-                f"| {_mib(r.get('VmRSS'))} | {_mib(r.get('VmHWM'))} | {r.get('errors')} |")  # fmt: skip
+            add(
+                f"| {o['groups']:,} x {o['members']} | {_f(r.get('form_wall_seconds'))} | {_mib(r.get('empty_VmRSS'))} "
+                f"| {_mib(r.get('VmRSS'))} | {_mib(r.get('VmHWM'))} | {r.get('errors')} |"
+            )
         add("")
     rc = [r for r in results if r["scenario"] == "recovery"]
     if rc:
         add("## Recovery")
         add("")
         r0 = rc[0]
-        add(f"SQLite database from `storage.bench_load`'s generator: {r0['history_rows']:,} history rows, "
+        add(
+            f"SQLite database from `storage.bench_load`'s generator: {r0['history_rows']:,} history rows, "
             f"{r0['offsets']:,} current offsets, {r0['groups']:,} groups of 5 members ({r0['db_mb']:.0f} MB). Time "
             "from spawning `python -m coordinator serve` to the first answered ApiVersions; the same on an empty "
-            f"database: {r0['empty_ready_seconds']:.2f} s (interpreter and imports).")  # fmt: skip
+            f"database: {r0['empty_ready_seconds']:.2f} s (interpreter and imports)."
+        )
         add("")
         add("| run | start -> serving s | RSS after load |")
         add("|---|---:|---:|")
@@ -368,8 +453,10 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
             b = old.get(label)
             if b is None or r["scenario"] not in ("heartbeat", "commit"):
                 continue
-            add(f"| {label} | {_f(b.get('rate'), 0)}/s, p99 {_f(b.get('p99_ms'), 2)} ms | "
-                f"{_f(r.get('rate'), 0)}/s, p99 {_f(r.get('p99_ms'), 2)} ms |")  # fmt: skip
+            add(
+                f"| {label} | {_f(b.get('rate'), 0)}/s, p99 {_f(b.get('p99_ms'), 2)} ms | "
+                f"{_f(r.get('rate'), 0)}/s, p99 {_f(r.get('p99_ms'), 2)} ms |"
+            )
         add("")
     add(meta.get("outro", ""))
     return "\n".join(lines).rstrip() + "\n"

@@ -32,10 +32,11 @@ def pin_self_to_load_core() -> None:
 
 
 class Server:
-    def __init__(self, argv: Sequence[str], port: int, log_path: Path) -> None:
+    def __init__(self, argv: Sequence[str], port: int, log_path: Path, *, pin_core: bool = True) -> None:
         self.port = port
         self.log_path = log_path
-        pin = ["taskset", "-c", SERVER_CORE] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+        pinnable = pin_core and shutil.which("taskset") and (os.cpu_count() or 1) > 1
+        pin = ["taskset", "-c", SERVER_CORE] if pinnable else []
         self.log = open(log_path, "w")  # noqa: SIM115
         env = {**os.environ, "KGC_LOG__LEVEL": "WARNING", "PYTHONUNBUFFERED": "1"}
         self.started = time.monotonic()
@@ -74,18 +75,32 @@ def daemon(
     partitions: int = 64,
     extra: Sequence[str] = (),
     name: str = "daemon",
+    pin_core: bool = True,
 ) -> Server:
     port = free_port()
-    argv = ["-m", "coordinator", "serve", "--kafka-listen", f"127.0.0.1:{port}",
-            "--http-listen", f"127.0.0.1:{free_port()}", "--topic", f"bench:{partitions}",
-            "--set", f"group.initial.rebalance.delay.ms={delay_ms}", "--log-level", "WARNING"]  # fmt: skip
+    argv = [
+        "-m",
+        "coordinator",
+        "serve",
+        "--kafka-listen",
+        f"127.0.0.1:{port}",
+        "--http-listen",
+        f"127.0.0.1:{free_port()}",
+        "--topic",
+        f"bench:{partitions}",
+        "--set",
+        f"group.initial.rebalance.delay.ms={delay_ms}",
+        "--log-level",
+        "WARNING",
+    ]
     if storage_url:
         argv += ["--storage-url", storage_url]
     argv += ["--data-dir", str(data_dir or work / f"{name}-data")]
     argv += list(extra)
-    return Server(argv, port, work / f"{name}.log")
+    return Server(argv, port, work / f"{name}.log", pin_core=pin_core)
 
 
-def bare(work: Path) -> Server:
+def bare(work: Path, *, pin_core: bool = True) -> Server:
     port = free_port()
-    return Server(["-m", "benchmarks.bare_server", "--listen", f"127.0.0.1:{port}"], port, work / "bare.log")
+    argv = ["-m", "benchmarks.bare_server", "--listen", f"127.0.0.1:{port}"]
+    return Server(argv, port, work / "bare.log", pin_core=pin_core)

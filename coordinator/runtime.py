@@ -55,8 +55,8 @@ class AsyncioTimer:
         return self._loop
 
     def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None:
-        loop = self.loop
-        deadline = loop.time() + max(0, delay_ms) / 1000.0
+        loop = self._loop or self.loop
+        deadline = loop.time() + (delay_ms if delay_ms > 0 else 0) / 1000.0
         entry = self._entries.get(key)
         if entry is not None:
             entry.op = op

@@ -22,9 +22,9 @@ import asyncio
 import contextlib
 import logging
 import socket
-import time
 from collections import deque
 from collections.abc import Coroutine
+from time import perf_counter
 from typing import Any
 
 from coordinator.api import HANDLERS, RequestContext, Services
@@ -302,24 +302,26 @@ class KafkaServer:
     def handle(self, request: Request, client_host: str) -> Slot:
         """The slot answering ``request``: the encoded frame, or a task producing it for a parked request."""
         header = request.header
-        ctx = RequestContext(
-            header.api_key, header.api_version, header.correlation_id, header.client_id or "", client_host
-        )
+        key = header.api_key
+        ctx = RequestContext(key, header.api_version, header.correlation_id, header.client_id or "", client_host)
         observe = self.services.observe_request
-        started = time.perf_counter() if observe is not None else 0.0
+        started = perf_counter() if observe is not None else 0.0
         try:
-            result = HANDLERS[header.api_key](self.services, ctx, request.body)
+            result = HANDLERS[key](self.services, ctx, request.body)
         except Exception as exc:
             return self._error_frame(request, ctx, exc)
-        if asyncio.iscoroutine(result):
+        # A kio body (has __api_key__) is encoded at once; only anything else can be a coroutine (a parked request).
+        if getattr(result.__class__, "__api_key__", None) is None and asyncio.iscoroutine(result):
             task = asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
             if observe is not None:
-                key = header.api_key
-                task.add_done_callback(lambda _t: observe(key, time.perf_counter() - started))
+                task.add_done_callback(lambda _t: observe(key, perf_counter() - started))
             return task
-        frame = self._encode(request, ctx, result)
+        try:
+            frame: bytes | None = encode_response(header, result)
+        except Exception as exc:
+            frame = self._error_frame(request, ctx, exc)
         if observe is not None:
-            observe(header.api_key, time.perf_counter() - started)
+            observe(key, perf_counter() - started)
         return frame
 
     async def _finish(self, request: Request, ctx: RequestContext, result: Coroutine[Any, Any, Any]) -> bytes | None:

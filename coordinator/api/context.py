@@ -16,7 +16,7 @@ from coordinator.topics import TopicRegistry
 from protocol.errors import ErrorCode
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built for every request, and a frozen __init__ costs twice as much
 class RequestContext:
     api_key: int
     api_version: int

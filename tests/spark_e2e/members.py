@@ -1,9 +1,13 @@
-"""Group members for the report end-to-end test: kafka-python consumers whose poll loop runs in a thread and that
-commit on request (kafka-python is not thread-safe, so commits run in the poll thread), and a confluent-kafka member
-in a child process (tests/e2e/child_member.py) that can be SIGKILLed."""
+"""Group members for the report end-to-end test: kafka-python and aiokafka consumers whose poll loop runs in a thread
+and that commit on request (the clients are not thread-safe, so commits run in the poll thread), and a confluent-kafka
+member in a child process (tests/e2e/child_member.py) that can be SIGKILLed.
+
+The group's leader is an aiokafka consumer: kafka-python 3.0.12 as a rejoining leader intermittently never completes
+the rejoin (see tests/durability/test_history.py), which this test reproduced (generation 2 never became Stable)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import subprocess
@@ -119,3 +123,65 @@ class ChildMember:
             self.process.kill()
         self.process.wait()
         self.assignment = frozenset()
+
+
+class AioConsumer(Consumer):
+    """The same interface with aiokafka (its own event loop in the thread)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        super().__init__(bootstrap, group, topic)
+        self._ready = threading.Event()
+
+    def start(self) -> AioConsumer:
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise AssertionError("aiokafka consumer did not start")
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def _main(self) -> None:
+        asyncio.run(self._amain())
+
+    async def _amain(self) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka.structs import OffsetAndMetadata
+
+        consumer = AIOKafkaConsumer(
+            self.topic,
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            client_id="spark-e2e-aio",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            fetch_max_wait_ms=100,
+            enable_auto_commit=False,
+        )
+        try:
+            await consumer.start()
+        except BaseException as e:
+            self.error = e
+            return
+        finally:
+            self._ready.set()
+        try:
+            while not self._stop.is_set():
+                await consumer.getmany(timeout_ms=100)
+                coordinator = consumer._coordinator
+                self.generation, self.member_id = int(coordinator.generation), str(coordinator.member_id)
+                self.assignment = frozenset(tp.partition for tp in consumer.assignment())
+                while not self._requests.empty():
+                    offsets, done = self._requests.get()
+                    try:
+                        await consumer.commit(
+                            {TopicPartition(self.topic, p): OffsetAndMetadata(o, "") for p, o in offsets.items()}
+                        )
+                    except BaseException as e:
+                        done.set_exception(e)
+                    else:
+                        done.set_result(None)
+        except BaseException as e:
+            self.error = e
+        finally:
+            await consumer.stop()
+            self.assignment = frozenset()

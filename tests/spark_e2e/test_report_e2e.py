@@ -1,9 +1,10 @@
 """The whole pipeline: the daemon (SQLite default) records what real consumers did; the Spark report reads that database
 through JDBC and through a ``kgc export`` Parquet export, and both reports show exactly what the test drove.
 
-Cast (group ``report-e2e``, topic ``rep6`` with 6 partitions, round-robin): L a dynamic kafka-python consumer (the
-first, so the leader), B a static kafka-python consumer (``group.instance.id=static-b``), A a dynamic kafka-python
-consumer, C a confluent-kafka consumer in a child process. Story:
+Cast (group ``report-e2e``, topic ``rep6`` with 6 partitions, round-robin): L a dynamic aiokafka consumer (the first,
+so the leader; see members.py for why not kafka-python), B a static kafka-python consumer
+(``group.instance.id=static-b``), A a dynamic kafka-python consumer, C a confluent-kafka consumer in a child process.
+Story:
 
 1. L, B, A and C join one after the other (4 rebalances, cause new_member).
 2. C is SIGKILLed; its session (2 s) expires (1 rebalance, session_timeout; C evicted).
@@ -42,7 +43,7 @@ from tests.browser.conftest import run_chromium
 from tests.e2e.daemon import ROOT, Daemon
 from tests.e2e.helpers import wait_for
 
-from .members import ChildMember, Consumer
+from .members import AioConsumer, ChildMember, Consumer
 
 pytestmark = [
     pytest.mark.e2e,
@@ -94,7 +95,13 @@ class Story:
             shares = [m.assignment for m in members.values()]
             return sum(len(s) for s in shares) == len(PARTITIONS) and frozenset().union(*shares) == PARTITIONS
 
-        wait_for(ready, 60, f"generation {generation} stable with {sorted(members)}")
+        try:
+            wait_for(ready, 60, f"generation {generation} stable with {sorted(members)}")
+        except AssertionError as e:
+            clients = {k: (getattr(m, "generation", None), sorted(m.assignment)) for k, m in members.items()}
+            raise AssertionError(
+                f"{e}\ngroup: {_group(self.d)}\nclients: {clients}\ndaemon log:\n{self.d.log_text()[-4000:]}"
+            ) from None
         self.snapshots.append((generation, {p: label for label, m in members.items() for p in sorted(m.assignment)}))
 
     def commit_round(self, members: dict[str, Consumer | ChildMember], base: int) -> None:
@@ -131,7 +138,7 @@ def _drive(d: Daemon, story: Story, export_dir: Path) -> dict[str, str]:
     members: dict[str, Consumer | ChildMember] = {}
     child: ChildMember | None = None
     try:
-        members["L"] = Consumer(d.bootstrap, GROUP, TOPIC).start()
+        members["L"] = AioConsumer(d.bootstrap, GROUP, TOPIC).start()
         story.rebalances["new_member"] += 1
         story.joins += 1
         story.settle(1, members)

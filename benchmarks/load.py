@@ -54,7 +54,7 @@ class Options:
     warmup: float = 2.0
     partitions: int = 4  # per OffsetCommit
     session_ms: int = 300_000
-    rebalance_ms: int = 120_000
+    rebalance_ms: int = 30_000
     delay_ms: int = 0  # the daemon's group.initial.rebalance.delay.ms (rebalance scenario: subtracted)
     form_concurrency: int = 100  # groups formed at once per worker
     pid: int = 0  # the server's pid (scale: RSS)
@@ -101,34 +101,36 @@ async def _work(index: int, opts: Options, barrier: Any) -> dict[str, Any]:
 
 
 async def _form_groups(index: int, opts: Options, conns: list[c.Conn]) -> list[c.Member]:
-    my_groups = range(index, opts.groups, opts.workers)
-    members: list[c.Member] = []
-    limit = asyncio.Semaphore(opts.form_concurrency)
-    slot = 0
+    """Form this worker's groups: each group on one connection, one group at a time per connection.
 
-    async def form_group(g: int, first_conn: int) -> None:
+    Responses on a connection come in request order, so a parked JoinGroup of one group would hold back the quick
+    MEMBER_ID_REQUIRED answers of another group's members sharing the connection, splitting that group's joins
+    over several rebalances; forming one group at a time per connection (``--form-concurrency`` connections at
+    once at most) avoids that, and all members of a group arrive together as with real consumers starting.
+    """
+    members: list[c.Member] = []
+    locks = [asyncio.Lock() for _ in conns]
+    limit = asyncio.Semaphore(max(1, opts.form_concurrency))
+
+    async def form_group(g: int, ci: int) -> None:
         group_id = f"{opts.tag}{opts.scenario}-{g}"
-        ids = [first_conn + j for j in range(opts.members)]
-        async with limit:
+        conn = conns[ci]
+        checks: list[int] = []
+        async with limit, locks[ci]:
             for _attempt in range(5):
                 formed = await asyncio.gather(
-                    *(c.form_member(conns[i % len(conns)], group_id, opts.session_ms, opts.rebalance_ms) for i in ids)
+                    *(c.form_member(conn, group_id, opts.session_ms, opts.rebalance_ms) for _ in range(opts.members))
                 )
                 # Every member joined the same generation and that generation is Stable: a heartbeat says NONE.
-                group = [
-                    c.Member(group_id, mid, gen, i % len(conns)) for (mid, gen), i in zip(formed, ids, strict=True)
-                ]
-                checks = await asyncio.gather(*(c.heartbeat_once(conns[m.conn], m) for m in group))
+                group = [c.Member(group_id, mid, gen, ci) for mid, gen in formed]
+                checks = await asyncio.gather(*(c.heartbeat_once(conn, m) for m in group))
                 if all(e == 0 for e in checks):
                     members.extend(group)
                     return
             raise c.FormError(f"{group_id}: not stable after 5 attempts (heartbeat errors {checks})")
 
-    tasks = []
-    for g in my_groups:
-        tasks.append(form_group(g, slot))
-        slot += opts.members
-    await asyncio.gather(*tasks)
+    my_groups = range(index, opts.groups, opts.workers)
+    await asyncio.gather(*(form_group(g, k % len(conns)) for k, g in enumerate(my_groups)))
     return members
 
 

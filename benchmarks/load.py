@@ -297,6 +297,13 @@ def vm_status(pid: int) -> dict[str, int]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(opts: Options, on_formed: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run one scenario with ``opts.workers`` processes; returns the merged result."""
     ctx = mp.get_context("fork")
@@ -308,9 +315,12 @@ def run(opts: Options, on_formed: Callable[[], None] | None = None) -> dict[str,
         p.start()
     out: dict[str, Any] = {"scenario": opts.scenario, "options": asdict(opts)}
     rss: dict[str, int] = {}
+    cpu_before = 0.0
     try:
-        barrier.wait(timeout=900)  # all formed (rebalance: all connected)
+        barrier.wait(timeout=900)  # all formed (rebalance: all connected; the joins start now)
         formed_at = time.monotonic()
+        if opts.scenario == "rebalance" and opts.pid:
+            cpu_before = cpu_seconds(opts.pid)
         if opts.scenario == "scale":
             time.sleep(1.0)
             rss = vm_status(opts.pid) if opts.pid else {}
@@ -348,6 +358,8 @@ def run(opts: Options, on_formed: Callable[[], None] | None = None) -> dict[str,
             overhead_ms=(last_sync - expected_end) / 1e6,
             errors=0,
         )
+        if opts.pid:
+            out["server_cpu_ms"] = (cpu_seconds(opts.pid) - cpu_before) * 1000
         return out
     out["members"] = sum(r["members"] for r in rs)
     out["form_seconds"] = max(r["form_seconds"] for r in rs)

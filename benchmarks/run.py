@@ -198,7 +198,9 @@ def run_rebalance(work: Path, s: dict[str, Any]) -> list[Result]:
         results = []
         for size in s["rebalance_sizes"]:
             workers = 4 if size >= 100 else 1
-            opts = Options("rebalance", port=srv.port, members=size, workers=workers, delay_ms=delay, tag="rb-")
+            opts = Options(
+                "rebalance", port=srv.port, members=size, workers=workers, delay_ms=delay, tag="rb-", pid=srv.pid
+            )
             r = _load(opts, f"rebalance of {size}")
             r["server"] = "daemon"
             results.append(r)
@@ -209,7 +211,7 @@ def run_rebalance(work: Path, s: dict[str, Any]) -> list[Result]:
     def in_memory(srv: servers.Server) -> list[Result]:
         # The same largest rebalance without durable storage: separates the group-metadata write from the rest.
         size = s["rebalance_sizes"][-1]
-        opts = Options("rebalance", port=srv.port, members=size, workers=4, delay_ms=delay, tag="rbm-")
+        opts = Options("rebalance", port=srv.port, members=size, workers=4, delay_ms=delay, tag="rbm-", pid=srv.pid)
         r = _load(opts, f"rebalance of {size} (storage memory)")
         r["server"] = "daemon (storage memory)"
         return [r]
@@ -422,17 +424,22 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
             "MEMBER_ID_REQUIRED rejoin, then SyncGroup; the leader assigns everyone). *Delay* is what Kafka's "
             "initial-rebalance-delay rules make the coordinator wait, counted from the first member-adding JoinGroup "
             "(windows x group.initial.rebalance.delay.ms); *overhead* = last SyncGroup response - (first join + "
-            "delay): everything the coordinator adds (join completion, 1 durable group-metadata write, "
-            "responses)."
+            "delay): what the coordinator adds (join completion, 1 durable group-metadata write, "
+            "responses) plus the load processes' own share (the members of one load process are served one after "
+            "the other on its core). *Daemon CPU* = CPU time the daemon used over the whole exchange (every join "
+            "and sync, /proc/PID/stat)."
         )
         add("")
-        add("| server | members | join spread ms | last join -> last sync ms | delay ms | overhead ms | errors |")
-        add("|---|---:|---:|---:|---:|---:|---:|")
+        add(
+            "| server | members | join spread ms | last join -> last sync ms | delay ms | overhead ms "
+            "| daemon CPU ms | errors |"
+        )
+        add("|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in rb:
             add(
                 f"| {r['server']} | {_f(r.get('members'))} | {_f(r.get('join_spread_ms'))} | "
                 f"{_f(r.get('last_join_to_last_sync_ms'))} | {_f(r.get('configured_delay_ms'))} | "
-                f"{_f(r.get('overhead_ms'))} | {r.get('errors')} |"
+                f"{_f(r.get('overhead_ms'))} | {_f(r.get('server_cpu_ms'), 0)} | {r.get('errors')} |"
             )
         add("")
     sc = [r for r in results if r["scenario"] == "scale"]

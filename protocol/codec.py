@@ -203,7 +203,7 @@ _HEARTBEAT_V4 = struct.Struct(">iibihb")  # size, correlation id, header tags | 
 
 
 def _throttle_ms(value: timedelta) -> int:
-    return round(value.total_seconds() * 1000)  # kio's write_timedelta_i32
+    return round(value.total_seconds() * 1000) if value else 0  # kio's write_timedelta_i32; 0 is the usual case
 
 
 def _heartbeat_v0(correlation_id: int, body: Any) -> bytes:

@@ -606,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(render(results, meta, before))
         print(f"wrote {args.out}")
     return 1 if any(r.get("errors") for r in results) else 0

@@ -44,6 +44,7 @@ __all__ = [
     "decode_request",
     "encode_body",
     "encode_response",
+    "heartbeat_response_frame",
     "request_class",
     "response_class",
 ]
@@ -216,6 +217,16 @@ def _heartbeat_v1_3(correlation_id: int, body: Any) -> bytes:
 
 def _heartbeat_v4(correlation_id: int, body: Any) -> bytes:
     return _HEARTBEAT_V4.pack(12, correlation_id, 0, _throttle_ms(body.throttle_time), body.error_code.value, 0)
+
+
+def heartbeat_response_frame(api_version: int, correlation_id: int, error: ErrorCode) -> bytes:
+    """The whole Heartbeat response frame for ``error`` with no throttling, without a kio body (the server's hot
+    path); byte-identical to ``encode_response`` of the kio response (tests/protocol)."""
+    if api_version >= 4:
+        return _HEARTBEAT_V4.pack(12, correlation_id, 0, 0, error.value, 0)
+    if api_version >= 1:
+        return _HEARTBEAT_V1_3.pack(10, correlation_id, 0, error.value)
+    return _HEARTBEAT_V0.pack(6, correlation_id, error.value)
 
 
 _FAST_ENCODERS: dict[type[Any], Callable[[int, Any], bytes]] = {

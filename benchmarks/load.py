@@ -260,10 +260,12 @@ async def _rebalance_worker(index: int, opts: Options, barrier: Any) -> dict[str
         done.append(time.monotonic_ns())
 
     await _wait(barrier)
+    cpu = time.process_time()
     await asyncio.gather(*(member(conn) for conn in conns))
+    cpu = time.process_time() - cpu
     for conn in conns:
         conn.close()
-    return {"members": len(conns), "joins_ns": joins, "synced_ns": done}
+    return {"members": len(conns), "joins_ns": joins, "synced_ns": done, "cpu_s": cpu}
 
 
 # ------------------------------------------------------------------------------------------------ parent side
@@ -358,6 +360,7 @@ def run(opts: Options, on_formed: Callable[[], None] | None = None) -> dict[str,
             overhead_ms=(last_sync - expected_end) / 1e6,
             errors=0,
         )
+        out["load_cpu_ms"] = sum(r["cpu_s"] for r in rs) * 1000
         if opts.pid:
             out["server_cpu_ms"] = (cpu_seconds(opts.pid) - cpu_before) * 1000
         return out

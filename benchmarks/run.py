@@ -431,19 +431,20 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
             "delay): what the coordinator adds (join completion, 1 durable group-metadata write, "
             "responses) plus the load processes' own share (the members of one load process are served one after "
             "the other on its core). *Daemon CPU* = CPU time the daemon used over the whole exchange (every join "
-            "and sync, /proc/PID/stat)."
+            "and sync, /proc/PID/stat); *load CPU* the same for the load processes (they share one core)."
         )
         add("")
         add(
             "| server | members | join spread ms | last join -> last sync ms | delay ms | overhead ms "
-            "| daemon CPU ms | errors |"
+            "| daemon CPU ms | load CPU ms | errors |"
         )
-        add("|---|---:|---:|---:|---:|---:|---:|---:|")
+        add("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in rb:
             add(
                 f"| {r['server']} | {_f(r.get('members'))} | {_f(r.get('join_spread_ms'))} | "
                 f"{_f(r.get('last_join_to_last_sync_ms'))} | {_f(r.get('configured_delay_ms'))} | "
-                f"{_f(r.get('overhead_ms'))} | {_f(r.get('server_cpu_ms'), 0)} | {r.get('errors')} |"
+                f"{_f(r.get('overhead_ms'))} | {_f(r.get('server_cpu_ms'), 0)} | {_f(r.get('load_cpu_ms'), 0)} | "
+                f"{r.get('errors')} |"
             )
         add("")
     sc = [r for r in results if r["scenario"] == "scale"]

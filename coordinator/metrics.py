@@ -261,11 +261,14 @@ class Metrics:
     def observe_committed(self, records: Sequence[Record]) -> None:
         """State records that became durable: offset commits are counted once written, not when attempted."""
         per_group = self.per_group_labels
+        counts: dict[tuple[str, ...], int] = {}  # one prometheus update per label set, not per partition
         for rec in records:
             if isinstance(rec, OffsetCommitRecord):
                 kind = "admin" if rec.generation_id < 0 and not rec.member_id else "member"
                 labels = (kind, rec.group_id) if per_group else (kind,)
-                self.offset_commits.labels(*labels).inc()
+                counts[labels] = counts.get(labels, 0) + 1
+        for labels, n in counts.items():
+            self.offset_commits.labels(*labels).inc(n)
 
     # ------------------------------------------------------------------------------------------------ scraping
     def watch_groups(self, source: Callable[[], Iterable[Any]]) -> None:

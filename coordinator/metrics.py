@@ -265,10 +265,10 @@ class Metrics:
         for rec in records:
             if isinstance(rec, OffsetCommitRecord):
                 kind = "admin" if rec.generation_id < 0 and not rec.member_id else "member"
-                labels = (kind, rec.group_id) if per_group else (kind,)
-                counts[labels] = counts.get(labels, 0) + 1
-        for labels, n in counts.items():
-            self.offset_commits.labels(*labels).inc(n)
+                key: tuple[str, ...] = (kind, rec.group_id) if per_group else (kind,)
+                counts[key] = counts.get(key, 0) + 1
+        for key, n in counts.items():
+            self.offset_commits.labels(*key).inc(n)
 
     # ------------------------------------------------------------------------------------------------ scraping
     def watch_groups(self, source: Callable[[], Iterable[Any]]) -> None:

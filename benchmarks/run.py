@@ -379,8 +379,8 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
         add(
             f"{o['groups']} groups x {o['members']} members (Stable, formed with JoinGroup/SyncGroup), "
             f"{o['workers']} load processes x {o['connections']} connections; max = {o['window']} heartbeats in flight "
-            f"per connection (closed loop); 20000/s = open loop at a fixed offered load. {o['duration']:.0f} s "
-            f"measured after {o['warmup']:.0f} s warm-up. Heartbeat v4."
+            f"per connection (closed loop); 20000/s = open loop at a fixed offered load. {o['duration']:g} s "
+            f"measured after {o['warmup']:g} s warm-up. Heartbeat v4."
         )
         add("")
         add("| server | load | heartbeats/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |")

@@ -18,6 +18,7 @@ import pytest
 
 from coordinator.http import HttpServer, start_http
 from tests.http.world import Consumer, World, make_world
+from tests.needs import missing
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -27,7 +28,7 @@ def chromium() -> str:
     if not os.path.exists(CHROMIUM):
         apt = shutil.which("apt-get")
         if apt is None:
-            pytest.skip("chromium is missing and apt-get is not available to install it")
+            missing("chromium is missing and apt-get is not available to install it")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run([apt, "update", "-qq"], check=False, env=env, capture_output=True, timeout=600)
         done = subprocess.run(

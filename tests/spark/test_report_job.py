@@ -18,6 +18,7 @@ from spark_jobs.config import ReportConfig
 from spark_jobs.jdbc_drivers import find_jars
 from spark_jobs.rebalance_report import ReportResult, run_inputs, run_report
 from spark_jobs.synthetic import SyntheticSpec, generate, write_export
+from tests.needs import missing
 
 from .history import M
 
@@ -117,8 +118,9 @@ def _check_report(spark: SparkSession, result: ReportResult) -> None:
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing loaded from a network
 
 
-@pytest.mark.skipif(JDBC_MISSING, reason="JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
 def test_report_from_the_daemons_sqlite_database(spark: SparkSession, tmp_path: Path) -> None:
+    if JDBC_MISSING:
+        missing("JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
     pytest.importorskip("storage.log")
     db = tmp_path / "coordinator.db"
     _write_daemon_history(f"sqlite+aiosqlite:///{db}")
@@ -159,14 +161,13 @@ def _pg_execute(statement: str) -> None:
 
 
 @pytest.mark.postgres
-@pytest.mark.skipif(JDBC_MISSING, reason="JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
 def test_report_from_the_daemons_postgresql_database(spark: SparkSession, tmp_path: Path) -> None:
+    if JDBC_MISSING:
+        missing("JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
     pytest.importorskip("storage.log")
     problem = _pg_problem()
     if problem is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL unreachable under CI: {problem}")
-        pytest.skip(f"PostgreSQL unreachable: {problem} (set KGC_TEST_PG_URL)")
+        missing(f"PostgreSQL unreachable: {problem} (set KGC_TEST_PG_URL)")
     schema = f"kgc_spark_{uuid.uuid4().hex[:10]}"
     _pg_execute(f'CREATE SCHEMA "{schema}"')
     try:
@@ -198,9 +199,9 @@ def test_report_from_a_synthetic_parquet_export(synthetic_report: ReportResult) 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian package chromium)")
 def test_html_report_renders_in_headless_chromium_without_network(synthetic_report: ReportResult) -> None:
-    assert CHROMIUM is not None
+    if CHROMIUM is None:
+        missing("headless Chromium not installed (Debian package chromium)")
     page = synthetic_report.report_path
     common = [
         CHROMIUM,

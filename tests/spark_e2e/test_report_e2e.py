@@ -42,14 +42,22 @@ from spark_jobs.rebalance_report import ReportResult, run_report
 from tests.browser.conftest import run_chromium
 from tests.e2e.daemon import ROOT, Daemon
 from tests.e2e.helpers import wait_for
+from tests.needs import missing
 
 from .members import AioConsumer, ChildMember, Consumer
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.spark,
-    pytest.mark.skipif(not all(find_jars().values()), reason="JDBC drivers missing: bash spark_jobs/setup_jdbc.sh"),
+    pytest.mark.usefixtures("jdbc_jars"),
 ]
+
+
+@pytest.fixture(scope="module")
+def jdbc_jars() -> None:
+    if not all(find_jars().values()):
+        missing("JDBC drivers missing: bash spark_jobs/setup_jdbc.sh")
+
 
 GROUP = "report-e2e"
 TOPIC = "rep6"

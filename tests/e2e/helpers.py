@@ -62,6 +62,7 @@ class Member:
 
 class KafkaPythonMember(Member):
     name = "kafka-python"
+    client_id = "kp-member"
 
     def __init__(self, bootstrap: str, group: str, topic: str, **config: Any) -> None:
         super().__init__()
@@ -80,7 +81,7 @@ class KafkaPythonMember(Member):
             self.consumer = KafkaConsumer(
                 bootstrap_servers=bootstrap,
                 group_id=group,
-                client_id="kp-member",
+                client_id=self.client_id,
                 partition_assignment_strategy=[RoundRobinPartitionAssignor],
                 session_timeout_ms=6000,
                 heartbeat_interval_ms=300,
@@ -98,9 +99,13 @@ class KafkaPythonMember(Member):
             while not self._stop.is_set():
                 self.consumer.poll(timeout_ms=100)
                 self.assignment = frozenset(tp.partition for tp in self.consumer.assignment())
+                self._after_poll()
         finally:
             self.consumer.close()
             self.assignment = frozenset()
+
+    def _after_poll(self) -> None:
+        """Runs on the consumer's own thread after every poll (kafka-python is not thread-safe)."""
 
 
 class ConfluentMember(Member):

@@ -99,6 +99,8 @@ def scrape(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 class CommittingKafkaPythonMember(KafkaPythonMember):
     """kafka-python's consumer is not thread-safe: commits are handed to its own poll thread through a queue."""
 
+    client_id = "kp-operator"
+
     def __init__(self, bootstrap: str, group: str, topic: str, **config: Any) -> None:
         super().__init__(bootstrap, group, topic, **config)
         self._commits: queue.Queue[tuple[dict[int, int], queue.Queue[BaseException | None]]] = queue.Queue()
@@ -110,49 +112,21 @@ class CommittingKafkaPythonMember(KafkaPythonMember):
         if error is not None:
             raise error
 
-    def _main(self) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    def _after_poll(self) -> None:
+        from kafka import TopicPartition
         from kafka.structs import OffsetAndMetadata
 
-        bootstrap, group, topic, config = self.args
         try:
-            self.consumer = KafkaConsumer(
-                bootstrap_servers=bootstrap,
-                group_id=group,
-                client_id="kp-operator",
-                partition_assignment_strategy=[RoundRobinPartitionAssignor],
-                session_timeout_ms=6000,
-                heartbeat_interval_ms=300,
-                fetch_max_wait_ms=100,
-                enable_auto_commit=False,
-                **config,
-            )
-            self.consumer.subscribe([topic])
-        except BaseException as exc:
-            self.error = exc
+            offsets, done = self._commits.get_nowait()
+        except queue.Empty:
             return
-        finally:
-            self._ready.set()
+        topic = self.args[2]
         try:
-            while not self._stop.is_set():
-                self.consumer.poll(timeout_ms=100)
-                self.assignment = frozenset(tp.partition for tp in self.consumer.assignment())
-                try:
-                    offsets, done = self._commits.get_nowait()
-                except queue.Empty:
-                    continue
-                try:
-                    self.consumer.commit(
-                        {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
-                    )
-                except BaseException as exc:
-                    done.put(exc)
-                else:
-                    done.put(None)
-        finally:
-            self.consumer.close()
-            self.assignment = frozenset()
+            self.consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+        except BaseException as exc:
+            done.put(exc)
+        else:
+            done.put(None)
 
 
 class ChildMember:

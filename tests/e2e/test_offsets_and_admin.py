@@ -54,12 +54,33 @@ def _aiokafka_committed(bootstrap: str, group: str, partitions: list[int]) -> di
     return asyncio.run(read())
 
 
-def _confluent_admin_offsets(admin: AdminClient, group: str) -> dict[int, tuple[int, str]]:
+def _confluent_admin_offsets(admin: AdminClient, group: str) -> dict[int, tuple[int, str | None]]:
+    """{partition: (offset, metadata)}; metadata None when confluent-kafka cannot decode it.
+
+    confluent-kafka 2.16.1 hands the metadata to Python as a C string without its terminating NUL, so it may read past
+    the stored bytes (kafka-client-compatibility.md §4.9): a UnicodeDecodeError, or stray bytes after the real value.
+    What the daemon stored is checked exactly through kafka-python's admin client above.
+    """
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
     result = futures[group].result(10)
-    return {tp.partition: (tp.offset, (tp.metadata or "").rstrip("\x00")) for tp in result.topic_partitions}
+    out: dict[int, tuple[int, str | None]] = {}
+    for tp in result.topic_partitions:
+        try:
+            metadata: str | None = (tp.metadata or "").rstrip("\x00")
+        except UnicodeDecodeError:
+            metadata = None
+        out[tp.partition] = (tp.offset, metadata)
+    return out
+
+
+def _same_offsets(read: dict[int, tuple[int, str | None]], expected: dict[int, tuple[int, str]]) -> bool:
+    """Offsets equal; metadata equal up to confluent-kafka's over-read (a prefix match, or undecodable)."""
+    return read.keys() == expected.keys() and all(
+        read[p][0] == offset and (read[p][1] is None or read[p][1].startswith(meta))
+        for p, (offset, meta) in expected.items()
+    )
 
 
 def test_commits_are_read_back_by_every_client(daemon: Daemon) -> None:
@@ -93,7 +114,7 @@ def test_commits_are_read_back_by_every_client(daemon: Daemon) -> None:
     finally:
         kp_admin.close()
     cf_admin = AdminClient({"bootstrap.servers": daemon.bootstrap})
-    assert _confluent_admin_offsets(cf_admin, group) == {0: (42, "from-kafka-python"), 3: (7, "")}
+    assert _same_offsets(_confluent_admin_offsets(cf_admin, group), {0: (42, "from-kafka-python"), 3: (7, "")})
 
     # And the other way round: confluent-kafka commits outside the group (generation -1), kafka-python reads it.
     from confluent_kafka import Consumer

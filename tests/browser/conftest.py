@@ -1,14 +1,11 @@
 """Headless Chromium for the dashboard tests, and the daemon's HTTP app served from a background thread.
 
-``chromium`` installs Debian's ``chromium`` package when /usr/bin/chromium is missing (the machines are Debian and
-run as root); on a machine without apt-get the browser tests are skipped with the reason.
+``chromium`` is ``tests.chromium.ensure_chromium()`` (installs Debian's package when missing).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,26 +14,13 @@ from pathlib import Path
 import pytest
 
 from coordinator.http import HttpServer, start_http
+from tests.chromium import ensure_chromium
 from tests.http.world import Consumer, World, make_world
-from tests.needs import missing
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    if not os.path.exists(CHROMIUM):
-        apt = shutil.which("apt-get")
-        if apt is None:
-            missing("chromium is missing and apt-get is not available to install it")
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run([apt, "update", "-qq"], check=False, env=env, capture_output=True, timeout=600)
-        done = subprocess.run(
-            [apt, "install", "-y", "-qq", "chromium"], env=env, capture_output=True, text=True, timeout=1200
-        )
-        if done.returncode != 0 or not os.path.exists(CHROMIUM):
-            pytest.fail(f"could not install chromium: {done.stderr[-2000:]}")
-    return CHROMIUM
+    return ensure_chromium()
 
 
 def run_chromium(binary: str, profile: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -18,6 +17,7 @@ from spark_jobs.config import ReportConfig
 from spark_jobs.jdbc_drivers import find_jars
 from spark_jobs.rebalance_report import ReportResult, run_inputs, run_report
 from spark_jobs.synthetic import SyntheticSpec, generate, write_export
+from tests.chromium import ensure_chromium
 from tests.needs import missing
 
 from .history import M
@@ -196,15 +196,10 @@ def test_report_from_a_synthetic_parquet_export(synthetic_report: ReportResult) 
     assert synthetic_report.summary["table_rows"]["commit_cadence_partition"] == SYNTHETIC.groups * SYNTHETIC.partitions
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 def test_html_report_renders_in_headless_chromium_without_network(synthetic_report: ReportResult) -> None:
-    if CHROMIUM is None:
-        missing("headless Chromium not installed (Debian package chromium)")
     page = synthetic_report.report_path
     common = [
-        CHROMIUM,
+        ensure_chromium(),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",

@@ -40,15 +40,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import delete, func, select
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from coordinator.core.log import OnDone
@@ -60,18 +60,15 @@ from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
 from .errors import StorageError, describe
 from .models import table
 from .queries import StorageQueries
-from .rows import BatchRows, build_batch, current_group_row, current_member_rows, current_offset_row
+from .writers import BatchWriter, PositionConflict, writer_for
+
+__all__ = ["PositionConflict", "SqlRecordLog", "WriterStats"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_BATCH_RECORDS = 20_000
-_IN_CHUNK = 500  # keys per IN (...) list: far below every driver's parameter limit
 BatchObserver = Callable[[int, float, bool], None]  # (records, seconds, ok) per write transaction
-
-
-class PositionConflict(Exception):
-    """The ``log_state`` row moved under us: another writer uses the same database."""
 
 
 @dataclass
@@ -92,10 +89,12 @@ class SqlRecordLog:
         max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
         owns_engine: bool = False,
         on_batch: BatchObserver | None = None,
+        sqlite_busy_timeout_s: float = 10.0,
     ) -> None:
         """``on_batch(records, seconds, ok)`` is called after every write transaction (e.g. the metrics hook
-        ``Metrics.observe_storage_write``)."""
+        ``Metrics.observe_storage_write``). Raises ``StorageError`` for a backend without a batch writer."""
         self.engine = engine
+        self._batch_writer: BatchWriter = writer_for(engine, sqlite_busy_timeout_s=sqlite_busy_timeout_s)
         self.on_batch = on_batch
         self.max_batch_records = max_batch_records
         self.stats = WriterStats()
@@ -144,7 +143,17 @@ class SqlRecordLog:
                 raise StorageError(f"cannot prepare the database schema: {describe(e)}") from e
             finally:
                 await migrator.dispose()
-        record_log = cls(engine, max_batch_records=max_batch_records, owns_engine=True, on_batch=on_batch)
+        try:
+            record_log = cls(
+                engine,
+                max_batch_records=max_batch_records,
+                owns_engine=True,
+                on_batch=on_batch,
+                sqlite_busy_timeout_s=engine_options.get("sqlite_busy_timeout_s", 10.0),
+            )
+        except StorageError:
+            await engine.dispose()
+            raise
         record_log.start()
         return record_log
 
@@ -170,6 +179,7 @@ class SqlRecordLog:
         self._wakeup.set()
         if self._writer is not None:
             await self._writer
+        await self._batch_writer.close()
         if self._owns_engine:
             await self.engine.dispose()
 
@@ -253,8 +263,7 @@ class SqlRecordLog:
         """One transaction. Returns (error, whether the failure is caused by the data rather than the database)."""
         started = time.perf_counter()
         try:
-            async with self.engine.begin() as conn:
-                batch = await self._write_in(conn, records)
+            batch = await self._batch_writer.write(records, self._last_position)
         except Exception as e:
             self._last_position = None
             self.stats.failed_transactions += 1
@@ -279,83 +288,6 @@ class SqlRecordLog:
                 self.on_batch(records, seconds, ok)
             except Exception:
                 log.exception("storage: on_batch observer raised")
-
-    async def _write_in(self, conn: AsyncConnection, records: list[Record]) -> BatchRows:
-        last = self._last_position
-        if last is None:
-            last = (await conn.execute(select(m.LogState.last_position).where(m.LogState.id == 1))).scalar_one()
-        batch = build_batch(records, last + 1)
-        if batch.record_count == 0:
-            return batch
-        moved = await conn.execute(
-            update(m.LogState)
-            .where(m.LogState.id == 1, m.LogState.last_position == last)
-            .values(last_position=batch.last_position)
-        )
-        if moved.rowcount != 1:
-            raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
-        await conn.execute(
-            insert(m.LogBatch),
-            [
-                {
-                    "last_position": batch.last_position,
-                    "first_position": batch.first_position,
-                    "record_count": batch.record_count,
-                    "timestamp_ms": batch.timestamp_ms,
-                    "written_at_ms": int(time.time() * 1000),
-                }
-            ],
-        )
-        for model, rows in batch.log_rows.items():
-            await conn.execute(insert(model), rows)
-        await self._apply_snapshot(conn, batch)
-        return batch
-
-    async def _apply_snapshot(self, conn: AsyncConnection, batch: BatchRows) -> None:
-        """Make the current-state tables equal to replaying the batch on top of them."""
-        touched_groups = sorted(batch.group_deletes | batch.group_upserts.keys())
-        for chunk in _chunks(touched_groups, _IN_CHUNK):
-            await conn.execute(delete(m.CurrentGroupMember).where(m.CurrentGroupMember.group_id.in_(chunk)))
-        if batch.group_deletes:
-            for chunk in _chunks(sorted(batch.group_deletes), _IN_CHUNK):
-                await conn.execute(delete(m.CurrentGroup).where(m.CurrentGroup.group_id.in_(chunk)))
-        if batch.group_upserts:
-            await conn.execute(
-                self._upsert(m.CurrentGroup, ("group_id",)),
-                [current_group_row(position, r) for position, r in batch.group_upserts.values()],
-            )
-            members = [row for _, r in batch.group_upserts.values() for row in current_member_rows(r)]
-            if members:
-                await conn.execute(insert(m.CurrentGroupMember), members)
-        if batch.offset_deletes:
-            await conn.execute(
-                delete(m.CurrentOffset).where(
-                    m.CurrentOffset.group_id == bindparam("k_group"),
-                    m.CurrentOffset.topic == bindparam("k_topic"),
-                    m.CurrentOffset.partition_index == bindparam("k_partition"),
-                ),
-                [{"k_group": g, "k_topic": t, "k_partition": p} for g, t, p in sorted(batch.offset_deletes)],
-            )
-        if batch.offset_upserts:
-            await conn.execute(
-                self._upsert(m.CurrentOffset, ("group_id", "topic", "partition_index")),
-                [current_offset_row(position, r) for position, r in batch.offset_upserts.values()],
-            )
-
-    def _upsert(self, model: type[m.Base], keys: tuple[str, ...]) -> Any:
-        t = table(model)
-        if self._dialect == "postgresql":
-            pg = postgresql.insert(t)
-            return pg.on_conflict_do_update(
-                index_elements=list(keys), set_={c.name: pg.excluded[c.name] for c in t.columns if c.name not in keys}
-            )
-        if self._dialect == "sqlite":
-            lite = sqlite.insert(t)
-            return lite.on_conflict_do_update(
-                index_elements=list(keys),
-                set_={c.name: lite.excluded[c.name] for c in t.columns if c.name not in keys},
-            )
-        raise NotImplementedError(f"no upsert for dialect {self._dialect}")
 
     # ------------------------------------------------------------------------------------------------ recovery
 
@@ -488,11 +420,6 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
     return out
 
 
-def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 def _is_data_error(e: BaseException) -> bool:
     """A failure that writing the same records again would repeat (as opposed to the database being unavailable):
     a value the driver or database refuses (SQLSTATE class 22 data exception / 23 integrity violation, e.g. a NUL
@@ -501,6 +428,11 @@ def _is_data_error(e: BaseException) -> bool:
         return True
     if isinstance(e, sa_exc.DataError | sa_exc.IntegrityError):
         return True
+    if isinstance(e, sqlite3.IntegrityError | sqlite3.DataError | sqlite3.InterfaceError | sqlite3.ProgrammingError):
+        return True  # sqlite3 (the batch writer): a constraint, or a value it cannot bind
+    state = getattr(e, "sqlstate", None)  # asyncpg's own exceptions (the batch writer)
+    if isinstance(state, str):
+        return state[:2] in ("22", "23")
     if isinstance(e, sa_exc.DBAPIError):
         state = getattr(e.orig, "sqlstate", None) or getattr(e.orig, "pgcode", None)
         return isinstance(state, str) and state[:2] in ("22", "23")

@@ -8,6 +8,7 @@ applied in order, and a multi-row upsert may not touch the same key twice (Postg
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -270,7 +271,7 @@ def _member_joined(batch: BatchRows, position: int, r: MemberJoined) -> None:
             "group_instance_id": r.group_instance_id,
             "client_id": r.client_id,
             "client_host": r.client_host,
-            "protocols": list(r.protocols),
+            "protocols": json.dumps(list(r.protocols)),  # JSON column: the writers bind text
             "session_timeout_ms": r.session_timeout_ms,
             "rebalance_timeout_ms": r.rebalance_timeout_ms,
             "timestamp_ms": r.timestamp_ms,

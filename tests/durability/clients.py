@@ -152,7 +152,11 @@ class Committer:
                         time.sleep(0.05)
                     continue
                 try:
-                    consumer.poll(timeout_ms=0)
+                    # While (re)joining, wait in poll: kafka-python 3.0.12 throws away a JoinGroup+SyncGroup that
+                    # completed between two polls and joins again (join_group_async replaces a done join task
+                    # without reading it), so with poll(0) and a coordinator that answers in well under a
+                    # millisecond the leader of a one-member group rejoins forever. Joined: poll(0), commit.
+                    consumer.poll(timeout_ms=200 if consumer._coordinator.need_rejoin() else 0)
                 except Exception:
                     time.sleep(0.05)
                     continue

@@ -1,0 +1,306 @@
+"""The write transaction of one batch, on the database driver directly (the hot path of ``SqlRecordLog``).
+
+The schema, migrations, start-up load, pruning and every read go through SQLAlchemy; the one statement sequence run
+for every group commit does not. Measured on the offset-commit benchmark (docs/performance.md), building,
+binding and executing those statements through SQLAlchemy Core cost about 20 us of CPU per record plus about 3 ms
+per transaction, more than the coordinator spends on the whole request. Here the SQL text of each statement is
+generated once from the models (so the models stay the one definition of the schema), rows become tuples with one
+``itemgetter`` call, and each table costs one driver call per transaction:
+
+* **SQLite** — a dedicated ``sqlite3`` connection used by one writer thread. The whole transaction (``BEGIN
+  IMMEDIATE`` ... ``COMMIT``, ``executemany`` per table) runs in one call to that thread, so the event loop
+  neither waits for the fsync nor hops threads per statement. Same pragmas as the engine: WAL, ``synchronous=FULL``
+  (a committed batch survives power loss), the busy timeout.
+* **PostgreSQL** — the asyncpg connection under a pooled SQLAlchemy connection (so ``pool_pre_ping``, timeouts
+  and ``search_path`` are the engine's), one ``INSERT ... SELECT * FROM unnest($1::type[], ...)`` per table:
+  every row of a table in one round trip, with the arrays encoded by asyncpg's C codecs.
+
+``write(records, last_position)`` returns the ``BatchRows`` written; ``last_position`` None means unknown (read it
+inside the transaction). Exceptions are the driver's own; ``SqlRecordLog`` turns them into error codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from operator import itemgetter
+from typing import Any, Protocol
+
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from coordinator.core.records import Record
+
+from . import models as m
+from .errors import StorageError
+from .models import table
+from .rows import BatchRows, Row, build_batch, current_group_row, current_member_rows, current_offset_row
+
+_OFFSET_KEYS = ("group_id", "topic", "partition_index")
+
+
+class PositionConflict(Exception):
+    """The ``log_state`` row moved under us: another writer uses the same database."""
+
+
+class BatchWriter(Protocol):
+    async def write(self, records: Sequence[Record], last_position: int | None) -> BatchRows: ...
+
+    async def close(self) -> None: ...
+
+
+class _Table:
+    """One table's column names (declared order) and ``rows(dicts) -> tuples`` in that order."""
+
+    def __init__(self, model: type[m.Base]) -> None:
+        t = table(model)
+        self.name = t.name
+        self.columns = [c.name for c in t.columns]
+        pg = postgresql.dialect()  # type: ignore[no-untyped-call]
+        self.pg_types = [c.type.compile(dialect=pg) for c in t.columns]
+        getter = itemgetter(*self.columns)
+        self.tuple = getter if len(self.columns) > 1 else lambda row: (getter(row),)
+
+    def tuples(self, rows: list[Row]) -> list[tuple[Any, ...]]:
+        return list(map(self.tuple, rows))
+
+
+_TABLES: dict[type[m.Base], _Table] = {}
+
+
+def _table(model: type[m.Base]) -> _Table:
+    found = _TABLES.get(model)
+    if found is None:
+        found = _TABLES[model] = _Table(model)
+    return found
+
+
+def _batch_row(batch: BatchRows) -> Row:
+    return {
+        "last_position": batch.last_position,
+        "first_position": batch.first_position,
+        "record_count": batch.record_count,
+        "timestamp_ms": batch.timestamp_ms,
+        "written_at_ms": int(time.time() * 1000),
+    }
+
+
+def _snapshot_rows(batch: BatchRows) -> tuple[list[Row], list[Row], list[Row]]:
+    """(current_groups upserts, current_group_members inserts, current_offsets upserts) of a batch."""
+    groups = [current_group_row(position, r) for position, r in batch.group_upserts.values()]
+    members = [row for _, r in batch.group_upserts.values() for row in current_member_rows(r)]
+    offsets = [current_offset_row(position, r) for position, r in batch.offset_upserts.values()]
+    return groups, members, offsets
+
+
+# ------------------------------------------------------------------------------------------------ SQLite
+
+
+class SqliteWriter:
+    """Writes batches with its own ``sqlite3`` connection on one dedicated thread."""
+
+    def __init__(self, path: str, *, busy_timeout_s: float = 10.0) -> None:
+        self.path = path
+        self.busy_timeout_s = busy_timeout_s
+        self._conn: sqlite3.Connection | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgc-sqlite-writer")
+        self._sql: dict[tuple[str, type[m.Base]], str] = {}
+
+    async def write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._write, records, last_position)
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._disconnect)
+        self._executor.shutdown(wait=True)
+
+    # -- on the writer thread
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
+        conn = self._conn if self._conn is not None else self._connect()
+        self._conn = conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            batch = self._write_in(conn, records, last_position)
+            conn.execute("COMMIT")
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                self._disconnect()  # a connection that cannot roll back is not reused
+            raise
+        return batch
+
+    def _write_in(self, conn: sqlite3.Connection, records: Sequence[Record], last: int | None) -> BatchRows:
+        if last is None:
+            last = int(conn.execute("SELECT last_position FROM log_state WHERE id = 1").fetchone()[0])
+        batch = build_batch(records, last + 1)
+        if batch.record_count == 0:
+            return batch
+        moved = conn.execute(
+            "UPDATE log_state SET last_position = ? WHERE id = 1 AND last_position = ?", (batch.last_position, last)
+        )
+        if moved.rowcount != 1:
+            raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
+        self._insert(conn, m.LogBatch, [_batch_row(batch)])
+        for model, rows in batch.log_rows.items():
+            self._insert(conn, model, rows)
+        touched = sorted(batch.group_deletes | batch.group_upserts.keys())
+        if touched:
+            conn.executemany("DELETE FROM current_group_members WHERE group_id = ?", [(g,) for g in touched])
+        if batch.group_deletes:
+            conn.executemany(
+                "DELETE FROM current_groups WHERE group_id = ?", [(g,) for g in sorted(batch.group_deletes)]
+            )
+        groups, members, offsets = _snapshot_rows(batch)
+        if groups:
+            self._upsert(conn, m.CurrentGroup, ("group_id",), groups)
+        if members:
+            self._insert(conn, m.CurrentGroupMember, members)
+        if batch.offset_deletes:
+            conn.executemany(
+                "DELETE FROM current_offsets WHERE group_id = ? AND topic = ? AND partition_index = ?",
+                sorted(batch.offset_deletes),
+            )
+        if offsets:
+            self._upsert(conn, m.CurrentOffset, _OFFSET_KEYS, offsets)
+        return batch
+
+    def _insert(self, conn: sqlite3.Connection, model: type[m.Base], rows: list[Row]) -> None:
+        t = _table(model)
+        sql = self._sql.get(("insert", model))
+        if sql is None:
+            sql = self._sql[("insert", model)] = _sqlite_insert(t)
+        conn.executemany(sql, t.tuples(rows))
+
+    def _upsert(self, conn: sqlite3.Connection, model: type[m.Base], keys: tuple[str, ...], rows: list[Row]) -> None:
+        t = _table(model)
+        sql = self._sql.get(("upsert", model))
+        if sql is None:
+            sql = self._sql[("upsert", model)] = _sqlite_insert(t) + _on_conflict(t, keys, "excluded")
+        conn.executemany(sql, t.tuples(rows))
+
+
+def _sqlite_insert(t: _Table) -> str:
+    return f"INSERT INTO {t.name} ({', '.join(t.columns)}) VALUES ({', '.join('?' for _ in t.columns)})"
+
+
+def _on_conflict(t: _Table, keys: tuple[str, ...], excluded: str) -> str:
+    updates = ", ".join(f"{c} = {excluded}.{c}" for c in t.columns if c not in keys)
+    return f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
+
+
+# ------------------------------------------------------------------------------------------------ PostgreSQL
+
+
+class PostgresWriter:
+    """Writes batches through the asyncpg connection of a pooled SQLAlchemy connection."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._sql: dict[tuple[str, type[m.Base]], str] = {}
+
+    async def close(self) -> None:
+        return None
+
+    async def write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
+        async with self.engine.connect() as sa_conn:
+            raw = await sa_conn.get_raw_connection()
+            conn: Any = raw.driver_connection  # asyncpg.Connection
+            async with conn.transaction():
+                return await self._write_in(conn, records, last_position)
+
+    async def _write_in(self, conn: Any, records: Sequence[Record], last: int | None) -> BatchRows:
+        if last is None:
+            last = int(await conn.fetchval("SELECT last_position FROM log_state WHERE id = 1"))
+        batch = build_batch(records, last + 1)
+        if batch.record_count == 0:
+            return batch
+        status = await conn.execute(
+            "UPDATE log_state SET last_position = $1 WHERE id = 1 AND last_position = $2", batch.last_position, last
+        )
+        if status != "UPDATE 1":
+            raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
+        await self._insert(conn, m.LogBatch, [_batch_row(batch)])
+        for model, rows in batch.log_rows.items():
+            await self._insert(conn, model, rows)
+        touched = sorted(batch.group_deletes | batch.group_upserts.keys())
+        if touched:
+            await conn.execute("DELETE FROM current_group_members WHERE group_id = ANY($1::VARCHAR[])", touched)
+        if batch.group_deletes:
+            await conn.execute(
+                "DELETE FROM current_groups WHERE group_id = ANY($1::VARCHAR[])", sorted(batch.group_deletes)
+            )
+        groups, members, offsets = _snapshot_rows(batch)
+        if groups:
+            await self._upsert(conn, m.CurrentGroup, ("group_id",), groups)
+        if members:
+            await self._insert(conn, m.CurrentGroupMember, members)
+        if batch.offset_deletes:
+            keys = list(zip(*sorted(batch.offset_deletes), strict=True))
+            await conn.execute(
+                "DELETE FROM current_offsets AS o USING unnest($1::VARCHAR[], $2::VARCHAR[], $3::INTEGER[])"
+                " AS k(group_id, topic, partition_index) WHERE o.group_id = k.group_id AND o.topic = k.topic"
+                " AND o.partition_index = k.partition_index",
+                *keys,
+            )
+        if offsets:
+            await self._upsert(conn, m.CurrentOffset, _OFFSET_KEYS, offsets)
+        return batch
+
+    async def _insert(self, conn: Any, model: type[m.Base], rows: list[Row]) -> None:
+        t = _table(model)
+        sql = self._sql.get(("insert", model))
+        if sql is None:
+            sql = self._sql[("insert", model)] = _pg_insert(t)
+        await conn.execute(sql, *_columns(t, rows))
+
+    async def _upsert(self, conn: Any, model: type[m.Base], keys: tuple[str, ...], rows: list[Row]) -> None:
+        t = _table(model)
+        sql = self._sql.get(("upsert", model))
+        if sql is None:
+            sql = self._sql[("upsert", model)] = _pg_insert(t) + _on_conflict(t, keys, "EXCLUDED")
+        await conn.execute(sql, *_columns(t, rows))
+
+
+def _pg_insert(t: _Table) -> str:
+    arrays = ", ".join(f"${i}::{pg_type}[]" for i, pg_type in enumerate(t.pg_types, start=1))
+    return f"INSERT INTO {t.name} ({', '.join(t.columns)}) SELECT * FROM unnest({arrays})"
+
+
+def _columns(t: _Table, rows: list[Row]) -> list[list[Any]]:
+    """Rows -> one list per column (unnest's input)."""
+    return [list(column) for column in zip(*t.tuples(rows), strict=True)]
+
+
+def writer_for(engine: AsyncEngine, *, sqlite_busy_timeout_s: float = 10.0) -> BatchWriter:
+    """The batch writer for ``engine``'s database. Raises ``StorageError`` for a backend without one."""
+    dialect = engine.dialect
+    if dialect.name == "sqlite":
+        path = engine.url.database
+        if not path or path == ":memory:" or path.startswith("file:"):
+            raise StorageError("SQLite storage needs a database file (sqlite:///path/to/file.db)")
+        return SqliteWriter(path, busy_timeout_s=sqlite_busy_timeout_s)
+    if dialect.name == "postgresql" and dialect.driver == "asyncpg":
+        return PostgresWriter(engine)
+    raise StorageError(f"unsupported storage backend {dialect.name}+{dialect.driver}: use SQLite or PostgreSQL")

@@ -28,6 +28,7 @@ from time import perf_counter
 from typing import Any
 
 from coordinator.api import HANDLERS, RequestContext, Services
+from coordinator.api._util import Pending
 from coordinator.api.errors import error_body
 from coordinator.core.messages import HeartbeatRequest
 from protocol.apis import ApiKey
@@ -43,7 +44,38 @@ DEFAULT_MAX_INFLIGHT = 1000
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
 _CLOSE = None  # a slot that means: everything before me is written, now close the connection
 
-Slot = bytes | None | asyncio.Task[bytes | None]
+
+
+class Parked:
+    """A queued answer that is not ready yet: a parked JoinGroup/SyncGroup, completed from the core's Deferred
+    callback, or a delayed Fetch, completed by its task. ``frame`` None closes the connection, like a None slot."""
+
+    __slots__ = ("abandoned", "connection", "frame", "ready", "task")
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.abandoned = False
+        self.frame: bytes | None = None
+        self.connection: Connection | None = None
+        self.task: asyncio.Task[bytes | None] | None = None
+
+    def complete(self, frame: bytes | None) -> None:
+        if self.ready or self.abandoned:
+            return
+        self.ready = True
+        self.frame = frame
+        if self.connection is not None:
+            self.connection._on_parked_done()
+
+    def abandon(self) -> None:
+        """The connection is gone: the answer is not wanted (nor encoded) any more."""
+        self.abandoned = True
+        self.connection = None
+        if self.task is not None:
+            self.task.cancel()
+
+
+Slot = bytes | None | Parked
 
 
 class Connection(asyncio.Protocol):
@@ -67,6 +99,7 @@ class Connection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.peak_inflight = 0  # most requests queued at once (observability; bounded by max_inflight)
+        self._process_soon = False  # a _process() call is scheduled
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # ------------------------------------------------------------------------------------------------- transport
@@ -184,11 +217,19 @@ class Connection(asyncio.Protocol):
         self.slots.append(slot)
         if len(self.slots) > self.peak_inflight:
             self.peak_inflight = len(self.slots)
-        if isinstance(slot, asyncio.Task):
-            slot.add_done_callback(self._on_parked_done)
+        if isinstance(slot, Parked) and not slot.ready:
+            slot.connection = self
 
-    def _on_parked_done(self, _task: asyncio.Task[bytes | None]) -> None:
+    def _on_parked_done(self) -> None:
+        """A parked answer is ready. Called from inside the core (a Deferred being resolved), so it only writes;
+        frames waiting in the backlog are dispatched on the next loop iteration, never re-entering the core."""
         self._flush()
+        if self.backlog and not self._process_soon:
+            self._process_soon = True
+            asyncio.get_running_loop().call_soon(self._process_later)
+
+    def _process_later(self) -> None:
+        self._process_soon = False
         self._process()
 
     def _finish(self) -> None:
@@ -213,10 +254,10 @@ class Connection(asyncio.Protocol):
         close = False
         while slots:
             head = slots[0]
-            if isinstance(head, asyncio.Task):
-                if not head.done():
+            if isinstance(head, Parked):
+                if not head.ready:
                     break
-                data = head.result() if not head.cancelled() else None
+                data = head.frame
             else:
                 data = head
             slots.popleft()
@@ -233,8 +274,8 @@ class Connection(asyncio.Protocol):
 
     def _abandon_parked(self) -> None:
         for slot in self.slots:
-            if isinstance(slot, asyncio.Task):
-                slot.cancel()
+            if isinstance(slot, Parked):
+                slot.abandon()
 
     def abort(self) -> None:
         """Server stop: close at once, parked requests dropped and unwritten answers too."""
@@ -303,7 +344,7 @@ class KafkaServer:
     # ---------------------------------------------------------------------------------------------------- dispatch
 
     def handle(self, request: Request, client_host: str) -> Slot:
-        """The slot answering ``request``: the encoded frame, or a task producing it for a parked request."""
+        """The slot answering ``request``: the encoded frame, or a ``Parked`` answer completed later."""
         header = request.header
         key = header.api_key
         if key == _HEARTBEAT:
@@ -315,12 +356,12 @@ class KafkaServer:
             result = HANDLERS[key](self.services, ctx, request.body)
         except Exception as exc:
             return self._error_frame(request, ctx, exc)
-        # A kio body (has __api_key__) is encoded at once; only anything else can be a coroutine (a parked request).
-        if getattr(result.__class__, "__api_key__", None) is None and asyncio.iscoroutine(result):
-            task = asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
-            if observe is not None:
-                task.add_done_callback(lambda _t: observe(key, perf_counter() - started))
-            return task
+        # A kio body (has __api_key__) is encoded at once; otherwise it may be a parked answer.
+        if getattr(result.__class__, "__api_key__", None) is None:
+            if isinstance(result, Pending):
+                return self._park(request, ctx, result, started)
+            if asyncio.iscoroutine(result):
+                return self._park_task(request, ctx, result, started)
         try:
             frame: bytes | None = encode_response(header, result)
         except Exception as exc:
@@ -350,6 +391,42 @@ class KafkaServer:
         if observe is not None:
             observe(_HEARTBEAT, perf_counter() - started)
         return frame
+
+    def _park(self, request: Request, ctx: RequestContext, pending: Pending[Any, Any], started: float) -> Parked:
+        """Answer when the core resolves the Deferred: build and encode in its callback, no task."""
+        parked = Parked()
+        observe = self.services.observe_request
+
+        def ready(value: Any) -> None:
+            if parked.abandoned:
+                return
+            try:
+                frame = self._encode(request, ctx, pending.fn(value))
+            except Exception as exc:
+                frame = self._error_frame(request, ctx, exc)
+            if observe is not None:
+                observe(ctx.api_key, perf_counter() - started)
+            parked.complete(frame)
+
+        pending.deferred.add_callback(ready)
+        return parked
+
+    def _park_task(
+        self, request: Request, ctx: RequestContext, result: Coroutine[Any, Any, Any], started: float
+    ) -> Parked:
+        """An answer produced by a coroutine (a Fetch waiting max_wait_ms): run it as a task."""
+        parked = Parked()
+        parked.task = task = asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
+        observe = self.services.observe_request
+
+        def done(t: asyncio.Task[bytes | None]) -> None:
+            if observe is not None:
+                observe(ctx.api_key, perf_counter() - started)
+            if not t.cancelled():
+                parked.complete(t.result())
+
+        task.add_done_callback(done)
+        return parked
 
     async def _finish(self, request: Request, ctx: RequestContext, result: Coroutine[Any, Any, Any]) -> bytes | None:
         try:

@@ -45,7 +45,6 @@ _HEARTBEAT = int(ApiKey.HEARTBEAT)
 _CLOSE = None  # a slot that means: everything before me is written, now close the connection
 
 
-
 class Parked:
     """A queued answer that is not ready yet: a parked JoinGroup/SyncGroup, completed from the core's Deferred
     callback, or a delayed Fetch, completed by its task. ``frame`` None closes the connection, like a None slot."""

@@ -98,7 +98,7 @@ class Connection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.peak_inflight = 0  # most requests queued at once (observability; bounded by max_inflight)
-        self._process_soon = False  # a _process() call is scheduled
+        self._ready_soon = False  # queued in KafkaServer._ready: flush (and dispatch the backlog) soon
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # ------------------------------------------------------------------------------------------------- transport
@@ -220,16 +220,21 @@ class Connection(asyncio.Protocol):
             slot.connection = self
 
     def _on_parked_done(self) -> None:
-        """A parked answer is ready. Called from inside the core (a Deferred being resolved), so it only writes;
-        frames waiting in the backlog are dispatched on the next loop iteration, never re-entering the core."""
-        self._flush()
-        if self.backlog and not self._process_soon:
-            self._process_soon = True
-            asyncio.get_running_loop().call_soon(self._process_later)
+        """A parked answer is ready. Called from inside the core (a Deferred being resolved), so nothing is done
+        here: the connection is flushed, and frames waiting in the backlog dispatched, once at the end of this loop
+        iteration (``KafkaServer._flush_ready``). A group commit completes hundreds of requests at once; their answers
+        leave in one write per connection, not one send each (the clients' next requests then come back batched too).
+        """
+        if not self._ready_soon:
+            self._ready_soon = True
+            self.server._schedule_flush(self)
 
-    def _process_later(self) -> None:
-        self._process_soon = False
-        self._process()
+    def _flush_ready(self) -> None:
+        self._ready_soon = False
+        if self.backlog:
+            self._process()  # writes what is ready, then dispatches the waiting frames
+        else:
+            self._flush()
 
     def _finish(self) -> None:
         """Stop reading: answers already encoded are written, parked requests dropped, then the connection closes."""
@@ -303,6 +308,7 @@ class KafkaServer:
         self.max_inflight = max_inflight
         self._server: asyncio.Server | None = None
         self.open_connections: set[Connection] = set()
+        self._ready: list[Connection] = []  # connections with parked answers that became ready (see _flush_ready)
 
     @property
     def bound_port(self) -> int:
@@ -340,6 +346,16 @@ class KafkaServer:
     def _new_protocol(self) -> Connection:
         return Connection(self)
 
+    def _schedule_flush(self, connection: Connection) -> None:
+        if not self._ready:
+            asyncio.get_running_loop().call_soon(self._flush_ready)
+        self._ready.append(connection)
+
+    def _flush_ready(self) -> None:
+        ready, self._ready = self._ready, []
+        for connection in ready:
+            connection._flush_ready()
+
     # ---------------------------------------------------------------------------------------------------- dispatch
 
     def handle(self, request: Request, client_host: str) -> Slot:
@@ -355,7 +371,12 @@ class KafkaServer:
             result = HANDLERS[key](self.services, ctx, request.body)
         except Exception as exc:
             return self._error_frame(request, ctx, exc)
-        # A kio body (has __api_key__) is encoded at once; otherwise it may be a parked answer.
+        # A kio body (has __api_key__) is encoded at once, a finished frame (bytes) written as it is; anything else
+        # is a parked answer.
+        if result.__class__ is bytes:
+            if observe is not None:
+                observe(key, perf_counter() - started)
+            return result  # type: ignore[no-any-return]
         if getattr(result.__class__, "__api_key__", None) is None:
             if isinstance(result, Pending):
                 return self._park(request, ctx, result, started)
@@ -437,6 +458,8 @@ class KafkaServer:
         return self._encode(request, ctx, body)
 
     def _encode(self, request: Request, ctx: RequestContext, body: Any) -> bytes | None:
+        if body.__class__ is bytes:  # an adapter's finished frame
+            return body  # type: ignore[no-any-return]
         try:
             return encode_response(request.header, body)
         except Exception as exc:

@@ -12,7 +12,7 @@ Rules of this module:
 - Trailing bytes after the body are ignored, as Kafka's own request parser does.
 - ``encode_response`` returns the whole frame: size prefix, response header (v0 for ApiVersions and non-flexible
   versions, v1 otherwise) and body. Heartbeat responses (the most frequent) are packed by hand with one
-  ``struct`` call; tests prove the bytes identical to kio's.
+  ``struct`` call, OffsetCommit responses in ``protocol.hot_responses``; tests prove the bytes identical to kio's.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ __all__ = [
     "api_versions_error_frame",
     "decode_body",
     "decode_request",
+    "decode_response_frame",
     "encode_body",
     "encode_response",
     "heartbeat_response_frame",
@@ -183,6 +184,19 @@ def encode_response(header: RequestHeader, body: Any) -> bytes:
             return fast(header.correlation_id, body)
         flexible_header = bool(cls.__flexible__)
     return _encode_with_kio(header.correlation_id, flexible_header, body)
+
+
+def decode_response_frame(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, kio response body) of a whole response frame (size prefix included): the inverse of
+    ``encode_response``, for tests and tools that read what the server wrote."""
+    size, correlation_id = _SIZE_AND_CORRELATION.unpack_from(frame, 0)
+    if size != len(frame) - 4:
+        raise MalformedFrame(f"frame size {size} but {len(frame) - 4} bytes follow")
+    cls = response_class(api_key, api_version)
+    offset = 8
+    if cls.__flexible__ and api_key != ApiKey.API_VERSIONS:
+        offset += 1  # response header v1: an empty tag buffer (we never write header tags)
+    return correlation_id, decode_body(cls, frame, offset)
 
 
 def _encode_with_kio(correlation_id: int, flexible_header: bool, body: Any) -> bytes:

@@ -5,6 +5,9 @@ partition count, is answered UNKNOWN_TOPIC_OR_PARTITION and not passed on; if no
 OffsetCommit never auto-creates topics, whatever ``auto.create.topics.enable`` says (Kafka only creates topics on
 Metadata): a consumer has always sent Metadata for its topics before committing, so with auto-creation on they exist.
 
+OffsetCommit answers with the finished response frame (bytes, see ``protocol.hot_responses``) rather than a kio
+entity: it is the hot path of durable commits. The server writes bytes as they are.
+
 Version rules: OffsetFetch v1 has no top-level error, so a group error is copied into every partition; v1-7 fetch
 one group, v8+ a list of groups (each with its own error); ``topics = null`` (v2+) means every committed offset.
 OffsetCommit v2-4 carry a retention time (-1 = broker default).
@@ -17,6 +20,7 @@ from typing import Any
 
 from coordinator.core import messages as m
 from protocol.errors import ErrorCode
+from protocol.hot_responses import offset_commit_response_frame
 
 from ._util import ms, response_cls, then
 from .build import build
@@ -56,16 +60,12 @@ def handle_offset_commit(services: Services, ctx: RequestContext, body: Any) -> 
                 )
             )
 
-    def respond(errors: dict[tuple[str, int], ErrorCode]) -> Any:
-        return build(
-            response_cls(ctx),
-            {
-                "topics": _by_topic(
-                    (topic, {"partition_index": partition, "error_code": errors[(topic, partition)]})
-                    for topic, partition in order
-                )
-            },
-        )
+    def respond(errors: dict[tuple[str, int], ErrorCode]) -> bytes:
+        # The hot path of durable commits: the frame is written directly (protocol.hot_responses), no kio entity.
+        topics: dict[str, list[tuple[int, int]]] = {}
+        for topic, partition in order:
+            topics.setdefault(topic, []).append((partition, errors[(topic, partition)].value))
+        return offset_commit_response_frame(ctx.api_version, ctx.correlation_id, list(topics.items()))
 
     if not accepted:
         return respond(rejected)

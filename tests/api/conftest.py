@@ -15,7 +15,7 @@ from coordinator.core.coordinator import GroupCoordinator
 from coordinator.core.log import MemoryLog
 from coordinator.topics import TopicRegistry
 from protocol.apis import SUPPORTED_VERSIONS
-from protocol.codec import encode_response
+from protocol.codec import decode_response_frame, encode_response
 from protocol.headers import RequestHeader
 
 
@@ -47,6 +47,9 @@ class Harness:
         result = self.call(api_key, version, **fields)
         if hasattr(result, "__await__"):
             result = await result
+        if isinstance(result, bytes):  # a finished frame (OffsetCommit): it must read back as this version's response
+            correlation_id, result = decode_response_frame(api_key, version, result)
+            assert correlation_id == 1
         encode_response(RequestHeader(api_key, version, 1, "cid"), result)  # every response must be encodable
         return result
 

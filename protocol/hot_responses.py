@@ -1,0 +1,70 @@
+"""Hand-encoded response frames for the hot paths that have a variable shape (Heartbeat's fixed one is in codec).
+
+``offset_commit_response_frame`` is the whole OffsetCommit response frame (size, response header, body) of any
+version we serve, written straight from ``(topic, [(partition, error)])`` pairs: no kio response object is built
+and no generic writer walks its schema. Measured on the commit benchmark the kio path (build the entities, then
+encode them) cost about 50 us of the daemon's ~240 us per 4-partition commit. Bytes are identical to
+``codec.encode_response`` of the equivalent kio response for every version (tests/protocol/test_hot_responses.py),
+and ``codec.decode_response_frame`` reads them back.
+
+Layout (Kafka's OffsetCommitResponse.json): v3+ start with ``throttle_time_ms`` (always 0 here: kafka-python pauses
+a connection for any non-zero value); v8+ are flexible: response header v1 (one empty tag buffer), compact arrays
+and strings (unsigned varint length + 1) and an empty tag buffer after every struct.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+_SIZE_CORRELATION = struct.Struct(">ii")
+_SIZE_CORRELATION_TAGS = struct.Struct(">iib")
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_PARTITION = struct.Struct(">ih")  # partition_index, error_code
+_PARTITION_TAGGED = struct.Struct(">ihb")  # + empty tag buffer
+_ZERO_THROTTLE = b"\x00\x00\x00\x00"
+
+TopicErrors = Sequence[tuple[str, Sequence[tuple[int, int]]]]  # [(topic, [(partition, error code)])]
+
+
+def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def offset_commit_response_frame(api_version: int, correlation_id: int, topics: TopicErrors) -> bytes:
+    """The OffsetCommit response frame (v2-v9, the versions served) answering ``correlation_id`` with the
+    partition errors of ``topics``."""
+    parts: list[bytes] = []
+    if api_version >= 3:
+        parts.append(_ZERO_THROTTLE)
+    if api_version >= 8:
+        parts.append(_uvarint(len(topics) + 1))
+        pack = _PARTITION_TAGGED.pack
+        for name, partitions in topics:
+            raw = name.encode()
+            parts.append(_uvarint(len(raw) + 1))
+            parts.append(raw)
+            parts.append(_uvarint(len(partitions) + 1))
+            parts.extend([pack(index, error, 0) for index, error in partitions])
+            parts.append(b"\x00")  # topic tags
+        parts.append(b"\x00")  # body tags
+        body = b"".join(parts)
+        return _SIZE_CORRELATION_TAGS.pack(len(body) + 5, correlation_id, 0) + body
+    parts.append(_INT32.pack(len(topics)))
+    pack = _PARTITION.pack
+    for name, partitions in topics:
+        raw = name.encode()
+        parts.append(_INT16.pack(len(raw)))
+        parts.append(raw)
+        parts.append(_INT32.pack(len(partitions)))
+        parts.extend([pack(index, error) for index, error in partitions])
+    body = b"".join(parts)
+    return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body

@@ -85,6 +85,9 @@ def api_name(api_key: int | str) -> str:
     return API_NAMES.get(api_key, str(api_key))
 
 
+_HISTORY_TYPES = frozenset({RebalanceStarted, GroupStabilized, JoinPhaseCompleted, MemberRemoved, GroupTombstone})
+
+
 class _GroupsCollector(Collector):
     """Groups by state and member counts, read from the live core at scrape time."""
 
@@ -155,6 +158,28 @@ class _RequestCollector(Collector):
         yield seconds
 
 
+class _CommitCollector(Collector):
+    """``kgc_offset_commits_total`` (by kind, and group unless per-group labels are off) from plain counters."""
+
+    def __init__(self, per_group: bool) -> None:
+        self.per_group = per_group
+        self.counts: dict[tuple[str, str], int] = {}  # (kind, group or "") -> partition offsets committed
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["kind", "group"] if self.per_group else ["kind"]
+        commits = CounterMetricFamily(
+            "kgc_offset_commits",
+            "Partition offsets committed (durably), by kind: member or admin (generation -1).",
+            labels=labels,
+        )
+        for (kind, group), n in sorted(self.counts.items()):
+            commits.add_metric([kind, group] if self.per_group else [kind], n)
+        yield commits
+
+
 class Metrics:
     """The daemon's metrics. Create one per process (or per test) and pass it to the server, storage and HTTP app."""
 
@@ -187,12 +212,9 @@ class Metrics:
             "kgc_member_removals", "Members removed from groups, by cause.", ["cause", *g], registry=r
         )
         self.groups_deleted = Counter("kgc_groups_removed", "Groups removed, by cause.", ["cause"], registry=r)
-        self.offset_commits = Counter(
-            "kgc_offset_commits",
-            "Partition offsets committed (durably), by kind: member or admin (generation -1).",
-            ["kind", *g],
-            registry=r,
-        )
+        # Offset commits are counted per request once durable (hot path): plain counters, read at scrape time.
+        self._commits = _CommitCollector(per_group_labels)
+        r.register(self._commits)
         self.storage_batch_records = Histogram(
             "kgc_storage_write_batch_records",
             "Records per storage write batch (one transaction).",
@@ -243,6 +265,8 @@ class Metrics:
         """History records (rebalances, removals, deletions), as they are appended."""
         per_group = self.per_group_labels
         for rec in records:
+            if rec.__class__ not in _HISTORY_TYPES:
+                continue  # state records (offset commits above all): nothing to count at append
             if isinstance(rec, RebalanceStarted):
                 labels = (rec.cause.value, rec.group_id) if per_group else (rec.cause.value,)
                 self.rebalances.labels(*labels).inc()
@@ -261,14 +285,12 @@ class Metrics:
     def observe_committed(self, records: Sequence[Record]) -> None:
         """State records that became durable: offset commits are counted once written, not when attempted."""
         per_group = self.per_group_labels
-        counts: dict[tuple[str, ...], int] = {}  # one prometheus update per label set, not per partition
+        counts = self._commits.counts
         for rec in records:
-            if isinstance(rec, OffsetCommitRecord):
-                kind = "admin" if rec.generation_id < 0 and not rec.member_id else "member"
-                key: tuple[str, ...] = (kind, rec.group_id) if per_group else (kind,)
+            if rec.__class__ is OffsetCommitRecord:
+                kind = "admin" if rec.generation_id < 0 and not rec.member_id else "member"  # type: ignore[attr-defined]
+                key = (kind, rec.group_id) if per_group else (kind, "")  # type: ignore[attr-defined]
                 counts[key] = counts.get(key, 0) + 1
-        for key, n in counts.items():
-            self.offset_commits.labels(*key).inc(n)
 
     # ------------------------------------------------------------------------------------------------ scraping
     def watch_groups(self, source: Callable[[], Iterable[Any]]) -> None:
@@ -304,7 +326,9 @@ class MetricsLog:
 
     def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None:
         self.metrics.observe_records(records)
-        if any(isinstance(r, OffsetCommitRecord) for r in records):
+        if records and (
+            records[0].__class__ is OffsetCommitRecord or any(r.__class__ is OffsetCommitRecord for r in records)
+        ):
             metrics = self.metrics
             inner_done = on_done
 

@@ -21,7 +21,6 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -125,7 +124,7 @@ class OffsetManager:
         self._log = log
         self._groups = groups
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        self._inflight: dict[str, Counter[TopicPartition]] = {}
+        self._inflight: dict[str, dict[TopicPartition, int]] = {}  # commits not durable yet, per partition
 
     # ------------------------------------------------------------------------------------------------ OffsetCommit
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResult]:
@@ -164,8 +163,11 @@ class OffsetManager:
         if not records:
             return resolved(OffsetCommitResult(results))
 
-        inflight = self._inflight.setdefault(req.group_id, Counter())
-        inflight.update(keys)
+        inflight = self._inflight.get(req.group_id)
+        if inflight is None:
+            inflight = self._inflight[req.group_id] = {}
+        for key in keys:
+            inflight[key] = inflight.get(key, 0) + 1
         reply: Deferred[OffsetCommitResult] = Deferred()
 
         def on_done(err: ErrorCode | None) -> None:
@@ -211,9 +213,11 @@ class OffsetManager:
         inflight = self._inflight.get(group_id)
         if inflight is None:
             return
-        inflight.subtract(keys)
         for key in keys:
-            if inflight.get(key, 0) <= 0:
+            left = inflight.get(key, 0) - 1
+            if left > 0:
+                inflight[key] = left
+            else:
                 inflight.pop(key, None)
         if not inflight:
             del self._inflight[group_id]
@@ -237,7 +241,7 @@ class OffsetManager:
 
     @staticmethod
     def _fetched(
-        topic: str, partition: int, o: OffsetAndMetadata | None, inflight: Counter[TopicPartition] | None
+        topic: str, partition: int, o: OffsetAndMetadata | None, inflight: dict[TopicPartition, int] | None
     ) -> FetchedOffset:
         if inflight is not None and (topic, partition) in inflight:
             return FetchedOffset(topic, partition, error=ErrorCode.unstable_offset_commit)
@@ -256,7 +260,7 @@ class OffsetManager:
 
         now = self._clock.now_ms()
         stored = self._offsets.get(req.group_id, {})
-        inflight = self._inflight.get(req.group_id, Counter())
+        inflight = self._inflight.get(req.group_id, {})
         results: list[PartitionError] = []
         records: list[OffsetTombstone] = []
         seen: set[TopicPartition] = set()

@@ -98,6 +98,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 async def serve(settings: Settings) -> None:
     from coordinator.app import App
+    from coordinator.runtime import tune_gc
 
     app = await App.open(settings)
     stop = asyncio.Event()
@@ -105,7 +106,7 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    await app.run_until(stop)
+    await app.run_until(stop, on_ready=lambda: tune_gc(settings.runtime.gc_gen0_threshold))
 
 
 def _run(coro: Any) -> None:

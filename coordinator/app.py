@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from coordinator.api import Node, Services
@@ -156,8 +157,10 @@ class App:
                 await result
         log.info("coordinator stopped")
 
-    async def run_until(self, stop: asyncio.Event) -> None:
+    async def run_until(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
         await self.start()
+        if on_ready is not None:
+            on_ready()
         try:
             await stop.wait()
         finally:

@@ -8,6 +8,7 @@ the core needs no locks. An exception in a timer operation is a bug; it is logge
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from typing import TypeVar
 
@@ -116,3 +117,19 @@ def deferred_to_future(deferred: Deferred[T], loop: asyncio.AbstractEventLoop | 
 
     deferred.add_callback(_resolve)
     return future
+
+
+def tune_gc(gen0_threshold: int) -> None:
+    """Set up the cyclic garbage collector for a long-running server, once start-up is done.
+
+    Everything alive now (modules, kio's classes, the loaded groups and offsets) is moved to the permanent generation
+    (``gc.freeze``), so no collection scans it again, and the youngest generation is collected every
+    ``gen0_threshold`` allocations (Python's default is 700; the older generations keep their ratios of 10). The hot
+    paths allocate short-lived objects (requests, records, parked answers) at a high rate: with the defaults, the
+    collections triggered by them cost ~45% of the daemon's CPU on the commit benchmark. 0 changes nothing."""
+    if gen0_threshold <= 0:
+        return
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(gen0_threshold, gen1, gen2)

@@ -121,6 +121,14 @@ class TopicSettings(_Section):
         return value
 
 
+class RuntimeSettings(_Section):
+    # Python's cyclic GC, tuned for a long-running server (applied by ``kgc serve`` once the state is loaded, see
+    # coordinator.runtime.tune_gc): what exists then is frozen out of every collection, and the youngest
+    # generation is collected every ``gc_gen0_threshold`` allocations instead of 700. With the default, collections
+    # took ~45% of the daemon's CPU on the commit benchmark (docs/performance.md). 0 leaves Python's defaults.
+    gc_gen0_threshold: int = Field(default=50_000, ge=0)
+
+
 class LogSettings(_Section):
     level: str = "INFO"
     format: Literal["logfmt", "json"] = "logfmt"
@@ -232,6 +240,7 @@ class Settings(BaseSettings):
     group: GroupSettings = Field(default_factory=GroupSettings)
     topics: TopicSettings = Field(default_factory=TopicSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
 
     @classmethod
     def settings_customise_sources(

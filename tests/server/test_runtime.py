@@ -72,3 +72,28 @@ async def test_deferred_to_future() -> None:
     cancelled = deferred_to_future(dropped)
     cancelled.cancel()
     dropped.resolve(3)  # the connection went away: resolving later is not an error
+
+
+_TUNE_GC = """
+import gc, json, sys
+from coordinator.runtime import tune_gc
+before = gc.get_threshold()
+tune_gc(int(sys.argv[1]))
+print(json.dumps({"before": before, "after": gc.get_threshold(), "frozen": gc.get_freeze_count()}))
+"""
+
+
+@pytest.mark.parametrize("threshold", [50_000, 0])
+def test_tune_gc_freezes_start_up_objects_and_raises_the_young_threshold(threshold: int) -> None:
+    import json
+    import subprocess
+    import sys
+
+    # In a child interpreter: freezing and thresholds are process-wide.
+    done = subprocess.run([sys.executable, "-c", _TUNE_GC, str(threshold)], capture_output=True, text=True, check=True)
+    result = json.loads(done.stdout)
+    if threshold:
+        assert result["after"] == [threshold, *result["before"][1:]]
+        assert result["frozen"] > 1000  # the interpreter and coordinator modules
+    else:
+        assert result["after"] == result["before"] and result["frozen"] == 0

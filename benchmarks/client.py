@@ -42,6 +42,14 @@ def frame(api_key: int, version: int, fields: dict[str, Any], correlation_id: in
     return encode_frame(encode_request_header(header, bool(cls.__flexible__)) + encode_body(build(cls, fields)))
 
 
+def sync_error(payload: bytes) -> int:
+    """The error code of a SyncGroup v5 response payload: after the correlation id (4), the header's empty tag
+    buffer (1) and throttle_time_ms (4). The only field the load generator needs; read without decoding the body,
+    so that 1,000 members' answers cost the load processes little (they share one core)."""
+    assert SYNC_V == 5
+    return int.from_bytes(payload[9:11], "big", signed=True)
+
+
 def decode(api_key: int, version: int, payload: bytes) -> Any:
     """A response payload (size prefix removed) as the kio body."""
     cls = response_class(api_key, version)
@@ -256,8 +264,7 @@ async def form_member(
         member_id = join.member_id
         generation = int(join.generation_id)
         followers = [m.member_id for m in join.members] if join.leader == member_id else []
-        sync = decode(14, SYNC_V, await conn.request(sync_frame(group_id, generation, member_id, followers)))
-        error = int(sync.error_code)
+        error = sync_error(await conn.request(sync_frame(group_id, generation, member_id, followers)))
         if error == 0:
             return member_id, generation
         if error == UNKNOWN_MEMBER_ID:

@@ -1,5 +1,7 @@
 """Hand-encoded response frames for the hot paths that have a variable shape (Heartbeat's fixed one is in codec).
 
+``sync_group_response_frame`` does the same for SyncGroup (v0-v5), answered to every member of a rebalance.
+
 ``offset_commit_response_frame`` is the whole OffsetCommit response frame (size, response header, body) of any
 version we serve, written straight from ``(topic, [(partition, error)])`` pairs: no kio response object is built
 and no generic writer walks its schema. Measured on the commit benchmark the kio path (build the entities, then
@@ -67,4 +69,36 @@ def offset_commit_response_frame(api_version: int, correlation_id: int, topics: 
         parts.append(_INT32.pack(len(partitions)))
         parts.extend([pack(index, error) for index, error in partitions])
     body = b"".join(parts)
+    return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body
+
+
+def _compact_nullable_string(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    raw = value.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+def sync_group_response_frame(
+    api_version: int,
+    correlation_id: int,
+    error: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+    assignment: bytes,
+) -> bytes:
+    """The SyncGroup response frame (v0-v5). Layout (SyncGroupResponse.json): v1+ start with ``throttle_time_ms``;
+    v4+ are flexible; v5 adds the nullable ``protocol_type`` and ``protocol_name`` before the assignment."""
+    if api_version >= 4:
+        parts = [_ZERO_THROTTLE, _INT16.pack(error)]
+        if api_version >= 5:
+            parts.append(_compact_nullable_string(protocol_type))
+            parts.append(_compact_nullable_string(protocol_name))
+        parts.append(_uvarint(len(assignment) + 1))
+        parts.append(assignment)
+        parts.append(b"\x00")  # body tags
+        body = b"".join(parts)
+        return _SIZE_CORRELATION_TAGS.pack(len(body) + 5, correlation_id, 0) + body
+    head = _INT16.pack(error) if api_version == 0 else _ZERO_THROTTLE + _INT16.pack(error)
+    body = head + _INT32.pack(len(assignment)) + assignment
     return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body

@@ -18,6 +18,7 @@ from typing import Any
 
 from coordinator.core import messages as m
 from protocol.errors import ErrorCode
+from protocol.hot_responses import sync_group_response_frame
 
 from ._util import ms, response_cls, then
 from .build import build
@@ -88,15 +89,15 @@ def sync_request(ctx: RequestContext, body: Any) -> m.SyncGroupRequest:
     )
 
 
-def sync_response(ctx: RequestContext, result: m.SyncGroupResult) -> Any:
-    return build(
-        response_cls(ctx),
-        {
-            "error_code": result.error,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name,
-            "assignment": result.assignment,
-        },
+def sync_response(ctx: RequestContext, result: m.SyncGroupResult) -> bytes:
+    # Answered to every member of every rebalance: the finished frame (protocol.hot_responses), no kio entity.
+    return sync_group_response_frame(
+        ctx.api_version,
+        ctx.correlation_id,
+        result.error.value,
+        result.protocol_type,
+        result.protocol_name,
+        result.assignment,
     )
 
 

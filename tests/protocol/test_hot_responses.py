@@ -11,7 +11,7 @@ from coordinator.api.build import build
 from protocol.codec import decode_response_frame, encode_response, response_class
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
-from protocol.hot_responses import TopicErrors, offset_commit_response_frame
+from protocol.hot_responses import TopicErrors, offset_commit_response_frame, sync_group_response_frame
 
 ERRORS = [int(e.value) for e in ErrorCode]
 
@@ -67,3 +67,34 @@ def test_random_shapes(seed: int) -> None:
     version = rng.randrange(2, 10)
     correlation_id = rng.randrange(-(2**31), 2**31)
     assert offset_commit_response_frame(version, correlation_id, topics) == _kio_frame(version, correlation_id, topics)
+
+
+SYNC_CASES = [
+    (0, None, None, b""),
+    (0, "consumer", "range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"),
+    (27, "consumer", "cooperative-sticky", b""),
+    (25, None, None, b""),
+    (0, "connect", "", bytes(range(256)) * 3),  # an assignment longer than one varint byte
+    (0, "ümlaut", None, b"x"),
+]
+
+
+@pytest.mark.parametrize("version", range(6))
+@pytest.mark.parametrize("case", range(len(SYNC_CASES)))
+@pytest.mark.parametrize("correlation_id", [0, -1, 2**31 - 1])
+def test_sync_group_same_bytes_as_kio(version: int, case: int, correlation_id: int) -> None:
+    error, protocol_type, protocol_name, assignment = SYNC_CASES[case]
+    body = build(
+        response_class(14, version),
+        {
+            "error_code": ErrorCode(error),
+            "protocol_type": protocol_type,
+            "protocol_name": protocol_name,
+            "assignment": assignment,
+        },
+    )
+    expected = encode_response(RequestHeader(14, version, correlation_id, "c"), body)
+    frame = sync_group_response_frame(version, correlation_id, error, protocol_type, protocol_name, assignment)
+    assert frame == expected
+    read_id, read = decode_response_frame(14, version, frame)
+    assert read_id == correlation_id and read.assignment == assignment and int(read.error_code) == error

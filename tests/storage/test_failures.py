@@ -132,3 +132,9 @@ async def test_refused_data_fails_only_its_own_request(database: Database, recor
     record_log.append([commit("g", "t", 3, 4, 1_003)], lambda e: answers.append(("later", e)))
     await record_log.flush()
     assert answers[-1] == ("later", None)
+
+
+async def test_sqlite_without_a_file_is_refused_with_a_clear_error() -> None:
+    # The batch writer has its own connection: an in-memory database would be a different, empty one.
+    with pytest.raises(StorageError, match="needs a database file"):
+        await SqlRecordLog.open("sqlite+aiosqlite:///:memory:")

@@ -2,7 +2,8 @@
 
     python -m benchmarks.bare_server --listen 127.0.0.1:9093
 
-It is ``coordinator.server.KafkaServer`` (same connection handling, ``decode_request``, ``encode_response``, uvloop)
+It is ``coordinator.server.KafkaServer`` (same connection handling, ``decode_request``, the same response encoders:
+``encode_response`` and the hand-written frames of the hot paths, uvloop)
 with ``handle`` answering from the request alone: JoinGroup makes every member its own leader in generation 1
 (MEMBER_ID_REQUIRED first, as the daemon does from v4), SyncGroup hands back the leader's assignment, Heartbeat is
 NONE, OffsetCommit is NONE for every partition, ApiVersions lists our versions. No state, no timers, no storage, no
@@ -22,31 +23,26 @@ from typing import Any
 from coordinator.api.build import build
 from coordinator.server import KafkaServer, Slot
 from protocol.apis import ApiKey
-from protocol.codec import Request, encode_response, response_class
+from protocol.codec import Request, encode_response, heartbeat_response_frame, response_class
 from protocol.errors import ErrorCode
+from protocol.hot_responses import offset_commit_response_frame, sync_group_response_frame
 from protocol.responses import api_versions_response, error_response
 
 _ids = itertools.count(1)
 
 
 def answer(request: Request) -> Any:
-    """The kio response body for ``request``, without any coordinator logic."""
+    """The answer to ``request`` without any coordinator logic: a finished frame where the daemon writes one by hand
+    (Heartbeat, OffsetCommit, SyncGroup: the same encoders), else the kio response body."""
     header, body = request.header, request.body
     key, version = header.api_key, header.api_version
     cls = response_class(key, version)
+    correlation_id = header.correlation_id
     if key == ApiKey.HEARTBEAT:
-        return build(cls, {"error_code": ErrorCode.none})
+        return heartbeat_response_frame(version, correlation_id, ErrorCode.none)
     if key == ApiKey.OFFSET_COMMIT:
-        topics = [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": ErrorCode.none} for p in t.partitions
-                ],
-            }
-            for t in body.topics
-        ]
-        return build(cls, {"topics": topics})
+        topics = [(t.name, [(p.partition_index, 0) for p in t.partitions]) for t in body.topics]
+        return offset_commit_response_frame(version, correlation_id, topics)
     if key == ApiKey.JOIN_GROUP:
         if not body.member_id and version >= 4:
             return build(
@@ -78,14 +74,13 @@ def answer(request: Request) -> Any:
         )
     if key == ApiKey.SYNC_GROUP:
         assignment = next((a.assignment for a in body.assignments if a.member_id == body.member_id), b"")
-        return build(
-            cls,
-            {
-                "error_code": ErrorCode.none,
-                "protocol_type": getattr(body, "protocol_type", None),
-                "protocol_name": getattr(body, "protocol_name", None),
-                "assignment": assignment,
-            },
+        return sync_group_response_frame(
+            version,
+            correlation_id,
+            0,
+            getattr(body, "protocol_type", None),
+            getattr(body, "protocol_name", None),
+            assignment,
         )
     if key == ApiKey.API_VERSIONS:
         return api_versions_response(version)
@@ -101,7 +96,8 @@ class BareServer(KafkaServer):
         super().__init__(_NoServices(), host=host, port=port)  # type: ignore[arg-type]
 
     def handle(self, request: Request, client_host: str) -> Slot:
-        return encode_response(request.header, answer(request))
+        result = answer(request)
+        return result if isinstance(result, bytes) else encode_response(request.header, result)
 
 
 async def _serve(host: str, port: int) -> None:

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import struct
 from collections import deque
 from collections.abc import Coroutine
 from time import perf_counter
@@ -30,7 +31,6 @@ from typing import Any
 from coordinator.api import HANDLERS, RequestContext, Services
 from coordinator.api._util import Pending
 from coordinator.api.errors import error_body
-from coordinator.core.messages import HeartbeatRequest
 from protocol.apis import ApiKey
 from protocol.codec import Request, decode_request, encode_response, heartbeat_response_frame
 from protocol.errors import MalformedFrame, ProtocolError, UnsupportedApi
@@ -42,6 +42,7 @@ log = logging.getLogger("coordinator.server")
 DEFAULT_MAX_FRAME_SIZE = 104_857_600  # Kafka's socket.request.max.bytes
 DEFAULT_MAX_INFLIGHT = 1000
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
+_HEARTBEAT_V4_FRAME = struct.Struct(">iibihb")  # size, correlation id, header tags | throttle, error, tags
 _CLOSE = None  # a slot that means: everything before me is written, now close the connection
 
 
@@ -397,12 +398,15 @@ class KafkaServer:
         header, body = request
         observe = self.services.observe_request
         started = perf_counter() if observe is not None else 0.0
+        version = header.api_version
         try:
-            error = self.services.coordinator.heartbeat(
-                HeartbeatRequest(body.group_id, body.generation_id, body.member_id,
-                                 getattr(body, "group_instance_id", None))
-            )  # fmt: skip
-            frame = heartbeat_response_frame(header.api_version, header.correlation_id, error)
+            error = self.services.coordinator.heartbeat_fields(
+                body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None
+            )
+            if version >= 4:  # what current clients send: one pack, as heartbeat_response_frame does
+                frame = _HEARTBEAT_V4_FRAME.pack(12, header.correlation_id, 0, 0, error.value, 0)
+            else:
+                frame = heartbeat_response_frame(version, header.correlation_id, error)
         except Exception as exc:
             ctx = RequestContext(
                 header.api_key, header.api_version, header.correlation_id, header.client_id or "", client_host

@@ -55,6 +55,7 @@ class GroupCoordinator:
         self.join_group = self.groups.join_group
         self.sync_group = self.groups.sync_group
         self.heartbeat = self.groups.heartbeat
+        self.heartbeat_fields = self.groups.heartbeat_fields
         self.leave_group = self.groups.leave_group
         self.remove_static_member = self.groups.remove_static_member
         self.commit_offsets = self.offsets.commit_offsets

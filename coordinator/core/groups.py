@@ -457,7 +457,10 @@ class GroupManager(RebalanceEngine):
     # ============================================================================================== Heartbeat
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
         """H1-H8. The hot path: a few dict lookups and one timer re-arm; never touches the log."""
-        group_id = req.group_id
+        return self.heartbeat_fields(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
+
+    def heartbeat_fields(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        """``heartbeat`` without the request object (the server's Heartbeat path builds none)."""
         if not group_id:  # checked first: OffsetCommit may create a simple group with the empty id
             return _INVALID_GROUP_ID
         group = self._groups.get(group_id)
@@ -466,8 +469,6 @@ class GroupManager(RebalanceEngine):
         state = group.state
         if state is DEAD:  # H2
             return _COORDINATOR_NOT_AVAILABLE
-        member_id = req.member_id
-        instance_id = req.group_instance_id
         if instance_id is not None:  # H3 (validateMember, inlined)
             mapped = group.static_members.get(instance_id)
             if mapped is None:
@@ -477,7 +478,7 @@ class GroupManager(RebalanceEngine):
         member = group.members.get(member_id)
         if member is None:
             return _UNKNOWN_MEMBER_ID
-        if req.generation_id != group.generation_id:  # H4
+        if generation_id != group.generation_id:  # H4
             return _ILLEGAL_GENERATION
         if state is EMPTY:  # H5 (unreachable: an Empty group has no members)
             return _UNKNOWN_MEMBER_ID

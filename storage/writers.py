@@ -139,7 +139,11 @@ class SqliteWriter:
     def _write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
         conn = self._conn if self._conn is not None else self._connect()
         self._conn = conn
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")  # waits up to the busy timeout for another writer's lock
+        except sqlite3.Error:
+            self._disconnect()  # locked, or the file went away: the next batch starts from a fresh connection
+            raise
         try:
             batch = self._write_in(conn, records, last_position)
             conn.execute("COMMIT")

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 
 from storage import create_engine
 from tests.e2e.daemon import Daemon
-from tests.storage.conftest import IN_CI, PG_URL, _pg_check, _run_in_thread
+from tests.storage.conftest import PG_URL, _run_in_thread, require_postgres
 
 TOPIC = "dur3"
 DAEMON_TOPICS = (f"{TOPIC}:3", "dur6:6")
@@ -37,15 +37,6 @@ async def _admin(sql: str) -> None:
             await conn.execute(text(sql))
     finally:
         await engine.dispose()
-
-
-def require_postgres() -> None:
-    problem = _run_in_thread(_pg_check())
-    if problem is not None:
-        message = f"PostgreSQL at {make_url(PG_URL).render_as_string(hide_password=True)} unreachable: {problem}"
-        if IN_CI:
-            pytest.fail(message + " (CI=true: the PostgreSQL tests must run)")
-        pytest.skip(message + " (set KGC_TEST_PG_URL or start PostgreSQL; under CI=true this fails)")
 
 
 @pytest.fixture(scope="session")

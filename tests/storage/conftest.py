@@ -21,9 +21,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from storage import SqlRecordLog, create_engine
+from tests.needs import missing
 
 PG_URL = os.environ.get("KGC_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 _SESSION = uuid.uuid4().hex[:8]
 _counter = itertools.count()
 T = TypeVar("T")
@@ -66,14 +66,17 @@ def _run_in_thread(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-@pytest.fixture(scope="session")
-def postgres_available() -> Iterator[str]:
+def require_postgres() -> None:
+    """Skip (fail under CI, see tests/needs.py) when the test PostgreSQL server cannot be reached."""
     problem = _run_in_thread(_pg_check())
     if problem is not None:
-        message = f"PostgreSQL at {make_url(PG_URL).render_as_string(hide_password=True)} unreachable: {problem}"
-        if IN_CI:
-            pytest.fail(message + " (CI=true: the PostgreSQL tests must run)")
-        pytest.skip(message + " (set KGC_TEST_PG_URL or start PostgreSQL; under CI=true this fails)")
+        where = make_url(PG_URL).render_as_string(hide_password=True)
+        missing(f"PostgreSQL at {where} unreachable: {problem} (set KGC_TEST_PG_URL or start PostgreSQL)")
+
+
+@pytest.fixture(scope="session")
+def postgres_available() -> Iterator[str]:
+    require_postgres()
     yield PG_URL
     _run_in_thread(_drop_leftover_schemas())
 

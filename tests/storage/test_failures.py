@@ -60,9 +60,9 @@ async def test_outage_fails_the_waiting_batches_then_recovers(database: Database
         assert sorted(e.position for e in commits[0]) == [1, 2, 3]
 
 
+# PostgreSQL only: a SQLite write lock does not block readers (WAL).
+@pytest.mark.parametrize("database", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True)
 async def test_reads_raise_storage_error_during_an_outage(database: Database) -> None:
-    if database.kind == "sqlite":
-        pytest.skip("a SQLite write lock does not block readers (WAL)")
     async with log_with_outage(database) as (log, (break_db, heal_db)):
         await break_db()
         with pytest.raises(StorageError):
@@ -73,10 +73,8 @@ async def test_reads_raise_storage_error_during_an_outage(database: Database) ->
         assert await log.load() == []
 
 
-@pytest.mark.postgres
+@pytest.mark.parametrize("database", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True)
 async def test_killed_backends_are_replaced_transparently(database: Database) -> None:
-    if database.kind != "postgresql":
-        pytest.skip("PostgreSQL only")
     log = await database.open_log()
     admin = create_engine(PG_URL)
     try:

@@ -80,9 +80,8 @@ async def test_migrations_apply_on_empty_database_and_are_idempotent(database: D
         await engine.dispose()
 
 
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 async def test_sqlite_runs_in_wal_mode(database: Database, record_log: SqlRecordLog) -> None:
-    if database.kind != "sqlite":
-        pytest.skip("SQLite only")
     async with record_log.engine.connect() as conn:
         assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
         assert (await conn.execute(text("PRAGMA synchronous"))).scalar() == 2  # FULL

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -194,3 +198,30 @@ class AiokafkaMember(Member):
         finally:
             await self.consumer.stop()
             self.assignment = frozenset()
+
+
+class ChildMember:
+    """A confluent-kafka member in another process (tests/e2e/child_member.py), so it can be SIGKILLed;
+    ``assignment`` is the last one it printed (a JSON line per rebalance)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, session_timeout_ms: int) -> None:
+        script = Path(__file__).with_name("child_member.py")
+        self.assignment: frozenset[int] = frozenset()
+        self.process = subprocess.Popen(
+            [sys.executable, str(script), bootstrap, group, topic, str(session_timeout_ms)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        threading.Thread(target=self._follow, name="child-reader", daemon=True).start()
+
+    def _follow(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.assignment = frozenset(json.loads(line))
+
+    def kill(self) -> None:
+        """SIGKILL: no LeaveGroup, the coordinator only notices when the session expires."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+        self.assignment = frozenset()

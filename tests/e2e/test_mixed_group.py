@@ -3,46 +3,16 @@ one aiokafka offers) plus a confluent-kafka member in a child process that gets 
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
-import threading
-from pathlib import Path
-
 import pytest
 from kafka import KafkaAdminClient
 
 from .conftest import Daemon
-from .helpers import AiokafkaMember, ConfluentMember, KafkaPythonMember, Member, wait_for
+from .helpers import AiokafkaMember, ChildMember, ConfluentMember, KafkaPythonMember, Member, wait_for
 
 pytestmark = pytest.mark.e2e
 
 TOPIC = "e2e6"
 ALL = frozenset(range(6))
-
-
-class ChildMember:
-    """A member in another process; ``assignment`` follows the JSON lines it prints."""
-
-    def __init__(self, bootstrap: str, group: str, session_timeout_ms: int) -> None:
-        script = Path(__file__).with_name("child_member.py")
-        self.process = subprocess.Popen(
-            [sys.executable, str(script), bootstrap, group, TOPIC, str(session_timeout_ms)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.assignment: frozenset[int] = frozenset()
-        threading.Thread(target=self._follow, daemon=True).start()
-
-    def _follow(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.assignment = frozenset(json.loads(line))
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
 
 
 def partitioned(owners: list[frozenset[int]]) -> bool:
@@ -65,7 +35,7 @@ def test_mixed_clients_share_partitions_and_survive_leave_and_kill(daemon: Daemo
     kp = KafkaPythonMember(daemon.bootstrap, group, TOPIC)
     aio = AiokafkaMember(daemon.bootstrap, group, TOPIC)
     cf = ConfluentMember(daemon.bootstrap, group, TOPIC)
-    child = ChildMember(daemon.bootstrap, group, session_timeout_ms=3000)
+    child = ChildMember(daemon.bootstrap, group, TOPIC, session_timeout_ms=3000)
     members: list[Member] = [kp, aio, cf]
     try:
         for m in members:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import queue
-import signal
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -127,27 +125,3 @@ class CommittingKafkaPythonMember(KafkaPythonMember):
             done.put(exc)
         else:
             done.put(None)
-
-
-class ChildMember:
-    """A confluent-kafka member in another process (tests/e2e/child_member.py), so it can be SIGKILLed."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str, session_timeout_ms: int) -> None:
-        script = ROOT / "tests" / "e2e" / "child_member.py"
-        self.process = subprocess.Popen(
-            [sys.executable, str(script), bootstrap, group, topic, str(session_timeout_ms)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.assignment: frozenset[int] = frozenset()
-        threading.Thread(target=self._follow, daemon=True).start()
-
-    def _follow(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.assignment = frozenset(json.loads(line))
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)

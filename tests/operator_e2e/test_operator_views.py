@@ -28,12 +28,11 @@ from kafka import KafkaConsumer, TopicPartition
 from PIL import Image
 
 from tests.e2e.daemon import Daemon
-from tests.e2e.helpers import AiokafkaMember, wait_for
+from tests.e2e.helpers import AiokafkaMember, ChildMember, wait_for
 
 from .conftest import (
     PARTITIONS,
     TOPIC,
-    ChildMember,
     CommittingKafkaPythonMember,
     api_get,
     cli,

@@ -5,12 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql import SparkSession  # a core dependency: missing is an error, not a skip
 
-pyspark = pytest.importorskip("pyspark")
-
-from pyspark.sql import SparkSession  # noqa: E402
-
-from spark_jobs.session import build_session  # noqa: E402
+from spark_jobs.session import build_session
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

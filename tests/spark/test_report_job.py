@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -19,6 +18,7 @@ from spark_jobs.rebalance_report import ReportResult, run_inputs, run_report
 from spark_jobs.synthetic import SyntheticSpec, generate, write_export
 from tests.chromium import ensure_chromium
 from tests.needs import missing
+from tests.storage.conftest import PG_URL, require_postgres
 
 from .history import M
 
@@ -97,7 +97,6 @@ def _write_daemon_history(url: str, schema: str | None = None) -> None:
 
 
 JDBC_MISSING = not all(find_jars().values())
-PG_URL = os.environ.get("KGC_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 
 
 def _check_report(spark: SparkSession, result: ReportResult) -> None:
@@ -121,28 +120,9 @@ def _check_report(spark: SparkSession, result: ReportResult) -> None:
 def test_report_from_the_daemons_sqlite_database(spark: SparkSession, tmp_path: Path) -> None:
     if JDBC_MISSING:
         missing("JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
-    pytest.importorskip("storage.log")
     db = tmp_path / "coordinator.db"
     _write_daemon_history(f"sqlite+aiosqlite:///{db}")
     _check_report(spark, run_report(spark, f"sqlite:///{db}", tmp_path / "out", ReportConfig(until_ms=30 * M)))
-
-
-def _pg_problem() -> str | None:
-    from sqlalchemy import text
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    async def check() -> str | None:
-        engine = create_async_engine(PG_URL, connect_args={"timeout": 3})
-        try:
-            async with engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-            return None
-        except Exception as e:
-            return f"{type(e).__name__}: {e}"
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(check())
 
 
 def _pg_execute(statement: str) -> None:
@@ -164,10 +144,7 @@ def _pg_execute(statement: str) -> None:
 def test_report_from_the_daemons_postgresql_database(spark: SparkSession, tmp_path: Path) -> None:
     if JDBC_MISSING:
         missing("JDBC drivers not installed (spark_jobs/setup_jdbc.sh)")
-    pytest.importorskip("storage.log")
-    problem = _pg_problem()
-    if problem is not None:
-        missing(f"PostgreSQL unreachable: {problem} (set KGC_TEST_PG_URL)")
+    require_postgres()
     schema = f"kgc_spark_{uuid.uuid4().hex[:10]}"
     _pg_execute(f'CREATE SCHEMA "{schema}"')
     try:

@@ -1,9 +1,5 @@
 """The session Spark of tests/spark and the headless Chromium of tests/browser, reused."""
 
-import pytest
-
-pytest.importorskip("pyspark")
-
 from tests.browser.conftest import chromium
 from tests.spark.conftest import spark
 

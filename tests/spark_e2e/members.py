@@ -8,15 +8,10 @@ the rejoin (see tests/durability/test_history.py), which this test reproduced (g
 from __future__ import annotations
 
 import asyncio
-import json
 import queue
-import subprocess
-import sys
 import threading
 from concurrent.futures import Future
 from typing import Any
-
-from tests.e2e.daemon import ROOT
 
 
 class Consumer:
@@ -98,31 +93,6 @@ class Consumer:
                 consumer.close(autocommit=False)
             finally:
                 self.assignment = frozenset()
-
-
-class ChildMember:
-    """A confluent-kafka member in a child process; ``assignment`` is the last one it printed."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str, session_timeout_ms: int) -> None:
-        self.assignment: frozenset[int] = frozenset()
-        self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests/e2e/child_member.py"), bootstrap, group, topic, str(session_timeout_ms)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        self._reader = threading.Thread(target=self._read, name="child-reader", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.assignment = frozenset(json.loads(line))
-
-    def kill(self) -> None:
-        """SIGKILL: no LeaveGroup, the coordinator only notices when the session expires."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        self.assignment = frozenset()
 
 
 class AioConsumer(Consumer):

@@ -41,10 +41,10 @@ from spark_jobs.jdbc_drivers import find_jars
 from spark_jobs.rebalance_report import ReportResult, run_report
 from tests.browser.conftest import run_chromium
 from tests.e2e.daemon import ROOT, Daemon
-from tests.e2e.helpers import wait_for
+from tests.e2e.helpers import ChildMember, wait_for
 from tests.needs import missing
 
-from .members import AioConsumer, ChildMember, Consumer
+from .members import AioConsumer, Consumer
 
 pytestmark = [
     pytest.mark.e2e,

@@ -2,8 +2,9 @@
 
 Write path (group commit)
     ``append(records, on_done)`` is called on the event loop thread; it only queues. One writer task takes
-    *everything* queued and writes it in ONE transaction: log/history rows (bulk ``insert(Model)``), the
-    current-state snapshot (per-dialect upserts/deletes), one ``log_batches`` row and the ``log_state`` counter.
+    *everything* queued and writes it in ONE transaction through the dialect's batch writer
+    (``storage.writers``: the driver directly, not SQLAlchemy): log/history rows, the current-state snapshot
+    (upserts/deletes), one ``log_batches`` row and the ``log_state`` counter.
     Then it calls every ``on_done`` of that batch, in append order, on the loop. The batching is adaptive: an idle
     writer starts a transaction on the next loop iteration (no linger); appends made while a transaction runs wait
     for the next one, so the batch size follows the load.

@@ -1,6 +1,9 @@
 """Hand-encoded response frames for the hot paths that have a variable shape (Heartbeat's fixed one is in codec).
 
-``sync_group_response_frame`` does the same for SyncGroup (v0-v5), answered to every member of a rebalance.
+``sync_group_response_frame`` and ``join_group_response_frame`` do the same for SyncGroup (v0-v5) and JoinGroup
+(v0-v9), answered to every member of a rebalance: a 1,000-member rebalance answers 2,000 JoinGroups (half of them
+MEMBER_ID_REQUIRED) and the leader's answer carries all 1,000 subscriptions. Through kio that answer alone took
+7.3 ms and each other one ~16 us.
 
 ``offset_commit_response_frame`` is the whole OffsetCommit response frame (size, response header, body) of any
 version we serve, written straight from ``(topic, [(partition, error)])`` pairs: no kio response object is built
@@ -23,6 +26,7 @@ _SIZE_CORRELATION = struct.Struct(">ii")
 _SIZE_CORRELATION_TAGS = struct.Struct(">iib")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
+_ERROR_GENERATION = struct.Struct(">hi")
 _PARTITION = struct.Struct(">ih")  # partition_index, error_code
 _PARTITION_TAGGED = struct.Struct(">ihb")  # + empty tag buffer
 _ZERO_THROTTLE = b"\x00\x00\x00\x00"
@@ -101,4 +105,75 @@ def sync_group_response_frame(
         return _SIZE_CORRELATION_TAGS.pack(len(body) + 5, correlation_id, 0) + body
     head = _INT16.pack(error) if api_version == 0 else _ZERO_THROTTLE + _INT16.pack(error)
     body = head + _INT32.pack(len(assignment)) + assignment
+    return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode()
+    return _INT16.pack(len(raw)) + raw
+
+
+def _nullable_string(value: str | None) -> bytes:
+    return b"\xff\xff" if value is None else _string(value)
+
+
+def _compact_string(value: str) -> bytes:
+    raw = value.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+JoinMembers = Sequence[tuple[str, str | None, bytes]]  # [(member_id, group_instance_id, metadata)]
+
+
+def join_group_response_frame(
+    api_version: int,
+    correlation_id: int,
+    error: int,
+    generation_id: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+    leader: str,
+    skip_assignment: bool,
+    member_id: str,
+    members: JoinMembers,
+) -> bytes:
+    """The JoinGroup response frame (v0-v9). Layout (JoinGroupResponse.json): v2+ start with ``throttle_time_ms``;
+    v5+ members carry ``group_instance_id``; v6+ are flexible; v7+ add the nullable ``protocol_type`` and make
+    ``protocol_name`` nullable; v9 adds ``skip_assignment`` after the leader. ``protocol_name`` must not be None
+    before v7 (the adapter sends "" there, as Kafka does)."""
+    if api_version >= 6:
+        parts = [_ZERO_THROTTLE, _ERROR_GENERATION.pack(error, generation_id)]
+        if api_version >= 7:
+            parts.append(_compact_nullable_string(protocol_type))
+            parts.append(_compact_nullable_string(protocol_name))
+        else:
+            parts.append(_compact_string(protocol_name))  # type: ignore[arg-type]
+        parts.append(_compact_string(leader))
+        if api_version >= 9:
+            parts.append(b"\x01" if skip_assignment else b"\x00")
+        parts.append(_compact_string(member_id))
+        parts.append(_uvarint(len(members) + 1))
+        for mid, instance_id, metadata in members:
+            parts.append(_compact_string(mid))
+            parts.append(_compact_nullable_string(instance_id))
+            parts.append(_uvarint(len(metadata) + 1))
+            parts.append(metadata)
+            parts.append(b"\x00")  # member tags
+        parts.append(b"\x00")  # body tags
+        body = b"".join(parts)
+        return _SIZE_CORRELATION_TAGS.pack(len(body) + 5, correlation_id, 0) + body
+    parts = [_ZERO_THROTTLE] if api_version >= 2 else []
+    parts.append(_ERROR_GENERATION.pack(error, generation_id))
+    parts.append(_string(protocol_name))  # type: ignore[arg-type]
+    parts.append(_string(leader))
+    parts.append(_string(member_id))
+    parts.append(_INT32.pack(len(members)))
+    with_instance = api_version >= 5
+    for mid, instance_id, metadata in members:
+        parts.append(_string(mid))
+        if with_instance:
+            parts.append(_nullable_string(instance_id))
+        parts.append(_INT32.pack(len(metadata)))
+        parts.append(metadata)
+    body = b"".join(parts)
     return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body

@@ -18,7 +18,7 @@ from typing import Any
 
 from coordinator.core import messages as m
 from protocol.errors import ErrorCode
-from protocol.hot_responses import sync_group_response_frame
+from protocol.hot_responses import join_group_response_frame, sync_group_response_frame
 
 from ._util import ms, response_cls, then
 from .build import build
@@ -45,26 +45,24 @@ def join_request(ctx: RequestContext, body: Any) -> m.JoinGroupRequest:
     )
 
 
-def join_response(ctx: RequestContext, result: m.JoinGroupResult) -> Any:
+def join_response(ctx: RequestContext, result: m.JoinGroupResult) -> bytes:
+    # Answered to every joining member (the leader's answer with every member's subscription): the finished frame
+    # (protocol.hot_responses), no kio entity.
     if ctx.api_version < 7:
         protocol_name: str | None = result.protocol_name or ""
     else:
         protocol_name = result.protocol_name or None
-    return build(
-        response_cls(ctx),
-        {
-            "error_code": result.error,
-            "generation_id": result.generation_id,
-            "protocol_type": result.protocol_type,
-            "protocol_name": protocol_name,
-            "leader": result.leader,
-            "member_id": result.member_id,
-            "skip_assignment": result.skip_assignment,
-            "members": [
-                {"member_id": x.member_id, "group_instance_id": x.group_instance_id, "metadata": x.metadata}
-                for x in result.members
-            ],
-        },
+    return join_group_response_frame(
+        ctx.api_version,
+        ctx.correlation_id,
+        result.error.value,
+        result.generation_id,
+        result.protocol_type,
+        protocol_name,
+        result.leader,
+        result.skip_assignment,
+        result.member_id,
+        [(x.member_id, x.group_instance_id, x.metadata) for x in result.members],
     )
 
 

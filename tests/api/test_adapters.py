@@ -12,6 +12,7 @@ from coordinator.api.membership import join_request
 from coordinator.api.offsets import _fetched_topics
 from coordinator.core import messages as m
 from coordinator.topics import topic_id_for
+from protocol.codec import decode_response_frame
 from protocol.errors import ErrorCode
 
 from .conftest import Harness
@@ -70,7 +71,8 @@ async def test_join_v4_plus_requires_a_member_id_and_v3_joins_at_once(h: Harness
     parked = h.call(11, 3, **join_fields(group_id="g3"))
     assert hasattr(parked, "__await__")  # parked until the (zero) initial delay fires
     h.timer.advance(0)
-    joined = await parked
+    correlation_id, joined = decode_response_frame(11, 3, await parked)  # the answer is a finished frame
+    assert correlation_id == 1
     assert joined.error_code == ErrorCode.none
     assert (joined.generation_id, joined.protocol_name, joined.leader) == (1, "range", joined.member_id)
     assert [(x.member_id, x.metadata) for x in joined.members] == [(joined.member_id, b"meta")]

@@ -1,5 +1,6 @@
-"""``offset_commit_response_frame`` (the server's hand-encoded OffsetCommit answer) is byte-identical to encoding
-kio's response, for every version and shape, and ``decode_response_frame`` reads it back."""
+"""The server's hand-encoded answers (``offset_commit_response_frame``, ``sync_group_response_frame``,
+``join_group_response_frame``) are byte-identical to encoding kio's response, for every version and shape, and
+``decode_response_frame`` reads them back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from coordinator.api.build import build
 from protocol.codec import decode_response_frame, encode_response, response_class
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
-from protocol.hot_responses import TopicErrors, offset_commit_response_frame, sync_group_response_frame
+from protocol.hot_responses import (
+    JoinMembers,
+    TopicErrors,
+    join_group_response_frame,
+    offset_commit_response_frame,
+    sync_group_response_frame,
+)
 
 ERRORS = [int(e.value) for e in ErrorCode]
 
@@ -98,3 +105,58 @@ def test_sync_group_same_bytes_as_kio(version: int, case: int, correlation_id: i
     assert frame == expected
     read_id, read = decode_response_frame(14, version, frame)
     assert read_id == correlation_id and read.assignment == assignment and int(read.error_code) == error
+
+
+SUBSCRIPTION = b"\x00\x01\x00\x00\x00\x01\x00\x06orders\xff\xff\xff\xff"
+JOIN_MEMBER_SHAPES: list[JoinMembers] = [
+    [],
+    [("m-1", None, SUBSCRIPTION)],
+    [("m-1", "instance-1", SUBSCRIPTION), ("m-2", None, b""), ("ümlaut-m", "ü", bytes(range(256)))],
+    [(f"kgc-bench-{i:036d}", f"i-{i}" if i % 3 else None, SUBSCRIPTION) for i in range(150)],  # > 127: 2-byte varint
+]
+JOIN_CASES = [  # error, generation, protocol type, protocol name, leader, skip assignment, member id, members shape
+    (79, -1, None, None, "", False, "kgc-bench-new", 0),  # MEMBER_ID_REQUIRED
+    (0, 1, "consumer", "range", "m-1", False, "m-1", 2),  # the leader
+    (0, 7, "consumer", "cooperative-sticky", "m-1", False, "m-2", 0),  # a follower
+    (0, 2**31 - 1, "consumer", "range", "m-1", True, "m-1", 3),  # static leader, skip assignment (v9)
+    (27, -1, None, None, "", False, "", 0),
+    (0, 3, "connect", "", "x" * 200, False, "y" * 130, 1),  # long strings: 2-byte varint lengths
+]
+
+
+def _join_kio_frame(version: int, correlation_id: int, case: tuple[object, ...], members: JoinMembers) -> bytes:
+    error, generation, protocol_type, protocol_name, leader, skip, member_id, _ = case
+    if version < 7 and protocol_name is None:
+        protocol_name = ""  # as the adapter does: the field is not nullable before v7
+    body = build(
+        response_class(11, version),
+        {
+            "error_code": ErrorCode(error),
+            "generation_id": generation,
+            "protocol_type": protocol_type,
+            "protocol_name": protocol_name,
+            "leader": leader,
+            "skip_assignment": skip,
+            "member_id": member_id,
+            "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in members],
+        },
+    )
+    return encode_response(RequestHeader(11, version, correlation_id, "c"), body)
+
+
+@pytest.mark.parametrize("version", range(10))
+@pytest.mark.parametrize("case", range(len(JOIN_CASES)))
+@pytest.mark.parametrize("correlation_id", [0, -1, 2**31 - 1])
+def test_join_group_same_bytes_as_kio(version: int, case: int, correlation_id: int) -> None:
+    error, generation, protocol_type, protocol_name, leader, skip, member_id, shape = JOIN_CASES[case]
+    members = JOIN_MEMBER_SHAPES[shape]
+    if version < 7 and protocol_name is None:
+        protocol_name = ""
+    frame = join_group_response_frame(
+        version, correlation_id, error, generation, protocol_type, protocol_name, leader, skip, member_id, members
+    )
+    assert frame == _join_kio_frame(version, correlation_id, JOIN_CASES[case], members)
+    read_id, read = decode_response_frame(11, version, frame)
+    assert read_id == correlation_id and int(read.error_code) == error and read.member_id == member_id
+    expected_members = [(m, i if version >= 5 else None, md) for m, i, md in members]
+    assert [(x.member_id, getattr(x, "group_instance_id", None), x.metadata) for x in read.members] == expected_members

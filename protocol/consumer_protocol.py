@@ -57,15 +57,43 @@ def subscription_topics(metadata: bytes) -> list[str]:
 
 
 def assignment_partitions(assignment: bytes) -> dict[str, list[int]]:
-    """The topic-partitions of a ConsumerProtocolAssignment (any version). Empty bytes -> no partitions."""
+    """The topic-partitions of a ConsumerProtocolAssignment (any version). Empty bytes -> no partitions.
+
+    Read with ``unpack_from`` (each topic's partition array in one call): it runs for every member of every
+    persisted generation (1,000 members: 1,000 assignments in one group-metadata record)."""
     if not assignment:
         return {}
-    r = _Reader(assignment)
-    r.i16()  # version
-    out: dict[str, list[int]] = {}
-    for _ in range(r.array_len()):
-        topic = r.string()
-        out.setdefault(topic, []).extend(r.i32() for _ in range(r.array_len()))
+    data = bytes(assignment)
+    end = len(data)
+    try:
+        (topics,) = _I32.unpack_from(data, 2)  # after the version
+        pos = 6
+        if topics < -1:
+            raise ValueError("negative array length")
+        out: dict[str, list[int]] = {}
+        for _ in range(topics):
+            (n,) = _I16.unpack_from(data, pos)
+            if n < 0:
+                raise ValueError("null string in consumer protocol data")
+            pos += 2
+            if pos + n > end:
+                raise ValueError("truncated consumer protocol data")
+            topic = data[pos : pos + n].decode("utf-8")
+            pos += n
+            (count,) = _I32.unpack_from(data, pos)
+            pos += 4
+            if count < -1:
+                raise ValueError("negative array length")
+            if count > 0:
+                partitions = struct.unpack_from(f">{count}i", data, pos)
+                pos += 4 * count
+                out.setdefault(topic, []).extend(partitions)
+            else:
+                out.setdefault(topic, [])
+    except struct.error as e:
+        raise ValueError("truncated consumer protocol data") from e
+    except UnicodeDecodeError as e:
+        raise ValueError(str(e)) from e
     return out
 
 

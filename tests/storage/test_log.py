@@ -258,6 +258,31 @@ async def test_latest_offset_table_matches_the_commit_log(record_log: SqlRecordL
         )
 
 
+async def test_large_transactions_write_every_row_in_multi_row_statements(record_log: SqlRecordLog) -> None:
+    # The SQLite writer sends a table's rows in chunks of power-of-two sizes (up to 256 rows); PostgreSQL in one
+    # statement per table. Thousands of distinct keys in one transaction, with tombstones of many of them and a
+    # 700-member generation, must end exactly as replaying the records one by one.
+    records = random_state_records(seed=5, count=3_000, groups=40, topics=10, partitions=25)
+    members = [member(f"m-{i:04d}", consumer_assignment({"orders": [i % 32, 100 + i]})) for i in range(700)]
+    big = group_record("big-group", 3, members, 1_700_000_000_000)
+    first, second = [*records[:1_777], big], records[1_777:]
+    results: list[ErrorCode | None] = []
+    for records_of_one_transaction in (first, second):
+        record_log.append(records_of_one_transaction, results.append)
+        await record_log.flush()
+    assert results == [None, None]
+    assert record_log.stats.transactions == 2
+    groups, offsets = split_loaded(await record_log.load())
+    assert (groups, offsets) == fold_state([*first, *second])
+    assert await count(record_log, m.OffsetCommit) == sum(isinstance(r, OffsetCommitRecord) for r in records)
+    assert await count(record_log, m.GenerationMember) == 700 + sum(
+        len(r.members) for r in records if isinstance(r, GroupMetadataRecord)
+    )
+    assigned = [r for r in await rows(record_log, m.AssignedPartition) if r.group_id == "big-group"]
+    assert len(assigned) == 1_400
+    assert await count(record_log, m.CurrentGroupMember) == sum(len(g.members) for g in groups.values())
+
+
 async def test_tombstones_remove_current_state_but_history_stays(record_log: SqlRecordLog) -> None:
     assignment = consumer_assignment({"orders": [0, 1]})
     metadata = group_record("g", 1, [member("m-1", assignment)], 1_000)

@@ -252,20 +252,38 @@ async def _rebalance_worker(index: int, opts: Options, barrier: Any) -> dict[str
     mine = range(index, opts.members, opts.workers)
     conns = [await c.connect(opts.host, opts.port) for _ in mine]
     group_id = f"{opts.tag}rebalance-{opts.members}"
-    joins: list[int] = []
-    done: list[int] = []
+    finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    left = len(conns)
 
-    async def member(conn: c.Conn) -> None:
-        await c.form_member(conn, group_id, opts.session_ms, opts.rebalance_ms, on_join_sent=joins.append)
-        done.append(time.monotonic_ns())
+    def done(error: Exception | None) -> None:
+        nonlocal left
+        if finished.done():
+            return
+        if error is not None:
+            finished.set_exception(error)
+            return
+        left -= 1
+        if left == 0:
+            finished.set_result(None)
 
+    members = [c.RebalancingMember(conn, group_id, opts.session_ms, opts.rebalance_ms, done) for conn in conns]
     await _wait(barrier)
     cpu = time.process_time()
-    await asyncio.gather(*(member(conn) for conn in conns))
+    for m in members:
+        m.start()
+    await finished
     cpu = time.process_time() - cpu
     for conn in conns:
         conn.close()
-    return {"members": len(conns), "joins_ns": joins, "synced_ns": done, "cpu_s": cpu}
+    return {
+        "members": len(conns),
+        "joins_ns": [t for m in members for t in m.join_sent],
+        "synced_ns": [m.synced for m in members],
+        "joined_ns": [m.joined for m in members],
+        "sync_sent_ns": [m.sync_sent for m in members],
+        "leader": [(m.joined, m.sync_sent) for m in members if m.leader],
+        "cpu_s": cpu,
+    }
 
 
 # ------------------------------------------------------------------------------------------------ parent side
@@ -358,8 +376,22 @@ def run(opts: Options, on_formed: Callable[[], None] | None = None) -> dict[str,
             delay_windows=windows,
             configured_delay_ms=windows * opts.delay_ms,
             overhead_ms=(last_sync - expected_end) / 1e6,
+            first_join_epoch_ms=(first + time.time_ns() - time.monotonic_ns()) / 1e6,  # vs the daemon's history
             errors=0,
         )
+        # Where the overhead goes, in ms after the expected end of the join phase: the join answers arriving
+        # (first, last), the leader's join answer and its SyncGroup sent, the last SyncGroup sent.
+        joined = [t for r in rs for t in r["joined_ns"]]
+        sync_sent = [t for r in rs for t in r["sync_sent_ns"]]
+        leader = [pair for r in rs for pair in r["leader"]]
+        out["phases_ms"] = {
+            "first_join_answer": (min(joined) - expected_end) / 1e6,
+            "last_join_answer": (max(joined) - expected_end) / 1e6,
+            "leader_join_answer": (leader[0][0] - expected_end) / 1e6 if leader else None,
+            "leader_sync_sent": (leader[0][1] - expected_end) / 1e6 if leader else None,
+            "last_sync_sent": (max(sync_sent) - expected_end) / 1e6,
+            "first_sync_answer": (min(synced) - expected_end) / 1e6,
+        }
         out["load_cpu_ms"] = sum(r["cpu_s"] for r in rs) * 1000
         if opts.pid:
             out["server_cpu_ms"] = (cpu_seconds(opts.pid) - cpu_before) * 1000

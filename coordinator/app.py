@@ -28,7 +28,7 @@ from coordinator.runtime import AsyncioTimer
 from coordinator.server import KafkaServer
 from coordinator.settings import Settings
 from coordinator.topics import TopicRegistry
-from protocol.apis import SUPPORTED_VERSIONS
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 
 log = logging.getLogger("coordinator.app")
 
@@ -70,6 +70,8 @@ class App:
         self.server = KafkaServer(
             self.services, host=k.host, port=k.port, max_frame_size=k.max_frame_size, max_inflight=k.max_inflight
         )
+        server = self.server
+        self.metrics.count_untimed_requests(int(ApiKey.HEARTBEAT), lambda: server.untimed_heartbeats)
         self.loaded = False
         self.http: HttpServer | None = None
         self._background: list[asyncio.Task[Any]] = []

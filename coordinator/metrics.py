@@ -132,6 +132,7 @@ class _RequestCollector(Collector):
         # api -> [non-cumulative count per bucket (the last one is +Inf)..., sum of seconds]
         self.seconds: dict[int | str, list[float]] = {}
         self.counts: dict[tuple[int | str, int], int] = {}
+        self.untimed: dict[int, Callable[[], int]] = {}  # api -> answered requests not yet in ``counts``
 
     def describe(self) -> Iterable[Metric]:
         return []
@@ -139,12 +140,18 @@ class _RequestCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         requests = CounterMetricFamily("kgc_requests", "Kafka requests handled, by API and error code.",
                                        labels=["api", "error"])  # fmt: skip
-        for (api, code), n in sorted(self.counts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        counts = dict(self.counts)
+        for untimed_api, source in self.untimed.items():
+            pending = source()
+            if pending:
+                counts[(untimed_api, 0)] = counts.get((untimed_api, 0), 0) + pending
+        for (api, code), n in sorted(counts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
             requests.add_metric([api_name(api), _err(code)], n)
         yield requests
         seconds = HistogramMetricFamily(
             "kgc_request_seconds",
-            "Time from a request's arrival to its response (parked Join/Sync included), by API.",
+            "Time from a request's arrival to its response (parked Join/Sync included), by API. Heartbeat answers "
+            "are timed 1 in 16 (all are counted in kgc_requests_total).",
             labels=["api"],
         )
         bounds = [floatToGoString(b) for b in _REQUEST_BUCKETS] + ["+Inf"]  # type: ignore[no-untyped-call]
@@ -233,8 +240,11 @@ class Metrics:
         self._groups_collector: _GroupsCollector | None = None
 
     # ---------------------------------------------------------------------------------------------- hot path
-    def observe_request(self, api_key: int | str, seconds: float, error: ErrorCode | int = 0) -> None:
-        """One Kafka request answered after ``seconds``; ``error`` is its top-level error code (0 when none)."""
+    def observe_request(
+        self, api_key: int | str, seconds: float, error: ErrorCode | int = 0, requests: int = 1
+    ) -> None:
+        """One Kafka request answered after ``seconds``; ``error`` is its top-level error code (0 when none).
+        ``requests`` > 1: that many requests were answered and this one of them was timed (a sampled API)."""
         stats = self._requests.seconds.get(api_key)
         if stats is None:
             stats = self._requests.seconds[api_key] = [0.0] * (len(_REQUEST_BUCKETS) + 2)
@@ -242,7 +252,12 @@ class Metrics:
         stats[-1] += seconds
         key = (api_key, error if error.__class__ is int else int(error))
         counts = self._requests.counts
-        counts[key] = counts.get(key, 0) + 1
+        counts[key] = counts.get(key, 0) + requests
+
+    def count_untimed_requests(self, api_key: int, source: Callable[[], int]) -> None:
+        """Requests of ``api_key`` answered since that API's last ``observe_request`` and not reported yet: read at
+        scrape time (the server's sampled Heartbeat timing), so ``kgc_requests_total`` stays exact."""
+        self._requests.untimed[api_key] = source
 
     def connection_opened(self) -> None:
         self.connections.inc()

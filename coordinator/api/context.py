@@ -62,6 +62,10 @@ class CoordinatorApi(Protocol):
     def delete_groups(self, group_ids: list[str | None]) -> Deferred[list[m.DeleteGroupResult]]: ...
 
 
+class RequestObserver(Protocol):
+    def __call__(self, api_key: int, seconds: float, error: int = 0, requests: int = 1) -> None: ...
+
+
 @dataclass(slots=True)
 class Services:
     coordinator: CoordinatorApi
@@ -70,8 +74,9 @@ class Services:
     supported_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
     max_fetch_wait_ms: int = 30_000  # cap on a Fetch's max_wait (a client cannot park a request for ever)
     closing: bool = False
-    # called once per answered request with (api_key, seconds from decode to answer); e.g. Metrics.observe_request
-    observe_request: Callable[[int, float], None] | None = None
+    # called with (api_key, seconds from decode to answer[, error, requests]) once per answered request, or once per
+    # ``requests`` answered requests of which this one was timed (Heartbeat); e.g. Metrics.observe_request
+    observe_request: RequestObserver | None = None
 
 
 # A handler returns the kio response body, or an awaitable of it for requests that park (JoinGroup, SyncGroup, Fetch,

@@ -12,7 +12,7 @@ from coordinator.api import RequestContext, Services
 from coordinator.api.membership import handle_heartbeat
 from coordinator.app import App
 from coordinator.core import messages as m
-from coordinator.server import KafkaServer
+from coordinator.server import HEARTBEAT_TIMING_SAMPLE, KafkaServer
 from coordinator.settings import load_settings
 from protocol.codec import decode_request, encode_response
 from protocol.errors import ErrorCode
@@ -86,5 +86,27 @@ async def test_internal_error_is_the_generic_error_response() -> None:
         assert frame == expected
         # UNKNOWN_SERVER_ERROR (-1) in the error field of a v4 answer: size, correlation, tags, throttle, error, tags
         assert frame[13:15] == b"\xff\xff"
+    finally:
+        app.timer.cancel_all()
+
+
+async def test_every_heartbeat_is_counted_and_one_in_sixteen_timed() -> None:
+    app, member_id, generation = await _stable_app()
+    try:
+        request = _request(4, group_id="g", generation_id=generation, member_id=member_id, group_instance_id=None)
+
+        def scrape() -> tuple[float, float]:
+            text = app.metrics.render().decode()
+            count = sample = 0.0
+            for line in text.splitlines():
+                if line.startswith('kgc_requests_total{api="Heartbeat"'):
+                    count += float(line.rsplit(" ", 1)[1])
+                elif line.startswith('kgc_request_seconds_count{api="Heartbeat"'):
+                    sample = float(line.rsplit(" ", 1)[1])
+            return count, sample
+
+        for n in range(1, 41):
+            app.server.handle(request, "/127.0.0.1")
+            assert scrape() == (n, n // HEARTBEAT_TIMING_SAMPLE), n
     finally:
         app.timer.cancel_all()

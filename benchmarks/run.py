@@ -612,7 +612,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reuse", type=Path, help="results JSON of an earlier run: its scenarios not run now go into the report"
     )
+    parser.add_argument(
+        "--render", type=Path, help="results JSON of an earlier run: only write its report again (with --notes)"
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        earlier = json.loads(args.render.read_text())
+        meta = earlier["meta"]
+        if args.notes and args.notes.exists():
+            meta["outro"] = args.notes.read_text()
+        before = json.loads(args.before.read_text())["results"] if args.before and args.before.exists() else None
+        if args.out:
+            args.out.write_text(render(earlier["results"], meta, before))
+            print(f"wrote {args.out}")
+        return 0
     only = [x for x in args.only.split(",") if x]
     s = _scale(args.quick)
     servers.pin_self_to_load_core()

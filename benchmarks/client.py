@@ -23,6 +23,7 @@ from protocol.consumer_protocol import encode_assignment, encode_subscription
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, encode_frame
 from protocol.headers import RequestHeader, encode_request_header
+from protocol.hot_responses import uvarint
 
 # The versions a current Java client (3.x, classic protocol) sends.
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, API_VERSIONS_V = 9, 5, 4, 8, 3
@@ -69,17 +70,8 @@ ASSIGNMENT = encode_assignment({TOPIC: [0]})
 HEARTBEAT_OK = response_tail(12, HEARTBEAT_V, {"error_code": ErrorCode.none})
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _compact(raw: bytes) -> bytes:
-    return _uvarint(len(raw) + 1) + raw
+    return uvarint(len(raw) + 1) + raw
 
 
 _HEADER_V2 = struct.Struct(">hhih")  # api key, version, correlation id, client id length (then the id, empty tags)
@@ -121,7 +113,7 @@ def sync_frame(group_id: str, generation: int, member_id: str, assignments: list
         _compact(member_id.encode()),
         b"\x00",  # null group instance id
         _SYNC_PROTOCOL,
-        _uvarint(len(assignments) + 1),
+        uvarint(len(assignments) + 1),
     ]
     for m in assignments:
         parts.append(_compact(m.encode()))

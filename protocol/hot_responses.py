@@ -34,7 +34,8 @@ _ZERO_THROTTLE = b"\x00\x00\x00\x00"
 TopicErrors = Sequence[tuple[str, Sequence[tuple[int, int]]]]  # [(topic, [(partition, error code)])]
 
 
-def _uvarint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """Kafka's unsigned varint (the lengths of compact strings, bytes and arrays in flexible versions)."""
     if n < 0x80:
         return bytes((n,))
     out = bytearray()
@@ -52,13 +53,13 @@ def offset_commit_response_frame(api_version: int, correlation_id: int, topics: 
     if api_version >= 3:
         parts.append(_ZERO_THROTTLE)
     if api_version >= 8:
-        parts.append(_uvarint(len(topics) + 1))
+        parts.append(uvarint(len(topics) + 1))
         pack = _PARTITION_TAGGED.pack
         for name, partitions in topics:
             raw = name.encode()
-            parts.append(_uvarint(len(raw) + 1))
+            parts.append(uvarint(len(raw) + 1))
             parts.append(raw)
-            parts.append(_uvarint(len(partitions) + 1))
+            parts.append(uvarint(len(partitions) + 1))
             parts.extend([pack(index, error, 0) for index, error in partitions])
             parts.append(b"\x00")  # topic tags
         parts.append(b"\x00")  # body tags
@@ -80,7 +81,7 @@ def _compact_nullable_string(value: str | None) -> bytes:
     if value is None:
         return b"\x00"
     raw = value.encode()
-    return _uvarint(len(raw) + 1) + raw
+    return uvarint(len(raw) + 1) + raw
 
 
 def sync_group_response_frame(
@@ -98,7 +99,7 @@ def sync_group_response_frame(
         if api_version >= 5:
             parts.append(_compact_nullable_string(protocol_type))
             parts.append(_compact_nullable_string(protocol_name))
-        parts.append(_uvarint(len(assignment) + 1))
+        parts.append(uvarint(len(assignment) + 1))
         parts.append(assignment)
         parts.append(b"\x00")  # body tags
         body = b"".join(parts)
@@ -119,7 +120,7 @@ def _nullable_string(value: str | None) -> bytes:
 
 def _compact_string(value: str) -> bytes:
     raw = value.encode()
-    return _uvarint(len(raw) + 1) + raw
+    return uvarint(len(raw) + 1) + raw
 
 
 JoinMembers = Sequence[tuple[str, str | None, bytes]]  # [(member_id, group_instance_id, metadata)]
@@ -152,11 +153,11 @@ def join_group_response_frame(
         if api_version >= 9:
             parts.append(b"\x01" if skip_assignment else b"\x00")
         parts.append(_compact_string(member_id))
-        parts.append(_uvarint(len(members) + 1))
+        parts.append(uvarint(len(members) + 1))
         for mid, instance_id, metadata in members:
             parts.append(_compact_string(mid))
             parts.append(_compact_nullable_string(instance_id))
-            parts.append(_uvarint(len(metadata) + 1))
+            parts.append(uvarint(len(metadata) + 1))
             parts.append(metadata)
             parts.append(b"\x00")  # member tags
         parts.append(b"\x00")  # body tags

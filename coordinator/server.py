@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import struct
 from collections import deque
 from collections.abc import Coroutine
 from time import perf_counter
@@ -42,7 +41,6 @@ log = logging.getLogger("coordinator.server")
 DEFAULT_MAX_FRAME_SIZE = 104_857_600  # Kafka's socket.request.max.bytes
 DEFAULT_MAX_INFLIGHT = 1000
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
-_HEARTBEAT_V4_FRAME = struct.Struct(">iibihb")  # size, correlation id, header tags | throttle, error, tags
 HEARTBEAT_TIMING_SAMPLE = 16  # one heartbeat in 16 is timed for kgc_request_seconds (all are counted)
 _CLOSE = None  # a slot that means: everything before me is written, now close the connection
 
@@ -413,10 +411,7 @@ class KafkaServer:
             error = self.services.coordinator.heartbeat_fields(
                 body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None
             )
-            if version >= 4:  # what current clients send: one pack, as heartbeat_response_frame does
-                frame = _HEARTBEAT_V4_FRAME.pack(12, header.correlation_id, 0, 0, error.value, 0)
-            else:
-                frame = heartbeat_response_frame(version, header.correlation_id, error)
+            frame = heartbeat_response_frame(version, header.correlation_id, error)
         except Exception as exc:
             ctx = RequestContext(
                 header.api_key, header.api_version, header.correlation_id, header.client_id or "", client_host

@@ -20,12 +20,11 @@ import itertools
 import signal
 from typing import Any
 
-from coordinator.api.build import build
 from coordinator.server import KafkaServer, Slot
 from protocol.apis import ApiKey
-from protocol.codec import Request, encode_response, heartbeat_response_frame, response_class
+from protocol.codec import Request, encode_response, heartbeat_response_frame
 from protocol.errors import ErrorCode
-from protocol.hot_responses import offset_commit_response_frame, sync_group_response_frame
+from protocol.hot_responses import join_group_response_frame, offset_commit_response_frame, sync_group_response_frame
 from protocol.responses import api_versions_response, error_response
 
 _ids = itertools.count(1)
@@ -33,10 +32,9 @@ _ids = itertools.count(1)
 
 def answer(request: Request) -> Any:
     """The answer to ``request`` without any coordinator logic: a finished frame where the daemon writes one by hand
-    (Heartbeat, OffsetCommit, SyncGroup: the same encoders), else the kio response body."""
+    (Heartbeat, OffsetCommit, JoinGroup, SyncGroup: the same encoders), else the kio response body."""
     header, body = request.header, request.body
     key, version = header.api_key, header.api_version
-    cls = response_class(key, version)
     correlation_id = header.correlation_id
     if key == ApiKey.HEARTBEAT:
         return heartbeat_response_frame(version, correlation_id, ErrorCode.none)
@@ -45,32 +43,17 @@ def answer(request: Request) -> Any:
         return offset_commit_response_frame(version, correlation_id, topics)
     if key == ApiKey.JOIN_GROUP:
         if not body.member_id and version >= 4:
-            return build(
-                cls,
-                {
-                    "error_code": ErrorCode.member_id_required,
-                    "generation_id": -1,
-                    "protocol_type": None,
-                    "protocol_name": None,
-                    "leader": "",
-                    "member_id": f"bare-{next(_ids)}",
-                    "members": [],
-                },
+            no_name = "" if version < 7 else None  # as the daemon's adapter: not nullable before v7
+            member_id = f"bare-{next(_ids)}"
+            required = ErrorCode.member_id_required.value
+            return join_group_response_frame(
+                version, correlation_id, required, -1, None, no_name, "", False, member_id, []
             )
         member_id = body.member_id or f"bare-{next(_ids)}"
         protocol = body.protocols[0]
-        return build(
-            cls,
-            {
-                "error_code": ErrorCode.none,
-                "generation_id": 1,
-                "protocol_type": body.protocol_type,
-                "protocol_name": protocol.name,
-                "leader": member_id,
-                "member_id": member_id,
-                "skip_assignment": False,
-                "members": [{"member_id": member_id, "group_instance_id": None, "metadata": protocol.metadata}],
-            },
+        members = [(member_id, None, protocol.metadata)]
+        return join_group_response_frame(
+            version, correlation_id, 0, 1, body.protocol_type, protocol.name, member_id, False, member_id, members
         )
     if key == ApiKey.SYNC_GROUP:
         assignment = next((a.assignment for a in body.assignments if a.member_id == body.member_id), b"")

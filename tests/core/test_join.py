@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 
@@ -12,6 +13,7 @@ from coordinator.core.group import GroupState
 from coordinator.core.groups import GroupManager
 from coordinator.core.log import MemoryLog
 from coordinator.core.messages import JoinGroupMember
+from coordinator.core.rebalance import random_uuid
 from coordinator.core.records import (
     GroupMetadataRecord,
     GroupStabilized,
@@ -162,6 +164,18 @@ def test_member_id_format(client_id: str, instance_id: str | None, prefix: str) 
         assert group is not None
         member_id = group.static_members[instance_id]
     assert re.fullmatch(re.escape(prefix) + "-" + UUID4, member_id), member_id
+
+
+def test_random_uuid_is_a_version_4_uuid_text() -> None:
+    ids = [random_uuid() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == text  # lower-case, hyphenated: the same text as str(uuid.uuid4())
+    # The random digits really vary: every hex digit shows up in a free position, each variant digit 8-b appears.
+    assert {text[0] for text in ids} == set("0123456789abcdef")
+    assert {text[19] for text in ids} == set("89ab")
 
 
 def test_static_member_gets_new_id_on_every_rejoin_with_empty_id() -> None:

@@ -1,6 +1,9 @@
+import itertools
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocol.errors import FrameTooLarge, MalformedFrame
 from protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
@@ -91,3 +94,41 @@ def test_negative_size_is_malformed() -> None:
 def test_negative_limit_is_rejected() -> None:
     with pytest.raises(ValueError):
         FrameDecoder(max_frame_size=-1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    payloads=st.lists(st.binary(max_size=40), max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=600), max_size=20),
+    kinds=st.lists(st.sampled_from([bytes, bytearray, memoryview]), min_size=1, max_size=5),
+)
+def test_any_split_of_the_stream_yields_the_same_frames(
+    payloads: list[bytes], cuts: list[int], kinds: list[type]
+) -> None:
+    """Whatever the reads look like (whole frames, several, a frame cut anywhere, the prefix split; bytes or other
+    buffers), the frames come out once each, in order, and nothing stays behind."""
+    stream = b"".join(frame(p) for p in payloads)
+    points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    d = FrameDecoder()
+    out: list[bytes] = []
+    for i, (a, b) in enumerate(itertools.pairwise(points)):
+        got = d.feed(kinds[i % len(kinds)](stream[a:b]))
+        assert all(type(f) is bytes for f in got)
+        out.extend(got)
+    assert out == payloads
+    assert d.buffered == 0
+
+
+def test_a_fresh_read_with_an_oversized_frame_behind_a_good_one_is_refused() -> None:
+    d = FrameDecoder(max_frame_size=10)
+    with pytest.raises(FrameTooLarge):
+        d.feed(frame(b"ok") + struct.pack(">i", 11))
+
+
+def test_a_body_awaited_after_its_prefix_is_not_read_as_a_new_frame() -> None:
+    # The prefix arrives alone (and is consumed on the buffered path), then the body arrives as plain bytes.
+    d = FrameDecoder()
+    data = frame(b"\x00\x00\x00\x07")
+    assert d.feed(bytearray(data[:4])) == []
+    assert d.feed(data[4:]) == [b"\x00\x00\x00\x07"]
+    assert d.buffered == 0

@@ -94,19 +94,39 @@ def sync_group_response_frame(
 ) -> bytes:
     """The SyncGroup response frame (v0-v5). Layout (SyncGroupResponse.json): v1+ start with ``throttle_time_ms``;
     v4+ are flexible; v5 adds the nullable ``protocol_type`` and ``protocol_name`` before the assignment."""
+    key = (_SYNC, api_version, error, protocol_type, protocol_name)
+    head = _heads.get(key)
+    if head is None:
+        head = _cache_head(key, _sync_head(api_version, error, protocol_type, protocol_name))
     if api_version >= 4:
-        parts = [_ZERO_THROTTLE, _INT16.pack(error)]
-        if api_version >= 5:
-            parts.append(_compact_nullable_string(protocol_type))
-            parts.append(_compact_nullable_string(protocol_name))
-        parts.append(uvarint(len(assignment) + 1))
-        parts.append(assignment)
-        parts.append(b"\x00")  # body tags
-        body = b"".join(parts)
+        body = b"".join((head, uvarint(len(assignment) + 1), assignment, b"\x00"))  # + body tags
         return _SIZE_CORRELATION_TAGS.pack(len(body) + 5, correlation_id, 0) + body
-    head = _INT16.pack(error) if api_version == 0 else _ZERO_THROTTLE + _INT16.pack(error)
     body = head + _INT32.pack(len(assignment)) + assignment
     return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body
+
+
+def _sync_head(api_version: int, error: int, protocol_type: str | None, protocol_name: str | None) -> bytes:
+    """Everything before the assignment."""
+    if api_version == 0:
+        return _INT16.pack(error)
+    head = _ZERO_THROTTLE + _INT16.pack(error)
+    if api_version >= 5:
+        head += _compact_nullable_string(protocol_type) + _compact_nullable_string(protocol_name)
+    return head
+
+
+# The part of a JoinGroup or SyncGroup answer that every member of one generation gets alike (error, generation,
+# protocol, leader), encoded once per generation instead of once per member. Bounded: cleared when full.
+_HEADS_MAX = 1024
+_SYNC, _JOIN = 0, 1
+_heads: dict[tuple[object, ...], bytes] = {}
+
+
+def _cache_head(key: tuple[object, ...], head: bytes) -> bytes:
+    if len(_heads) >= _HEADS_MAX:
+        _heads.clear()
+    _heads[key] = head
+    return head
 
 
 def _string(value: str) -> bytes:
@@ -142,18 +162,17 @@ def join_group_response_frame(
     v5+ members carry ``group_instance_id``; v6+ are flexible; v7+ add the nullable ``protocol_type`` and make
     ``protocol_name`` nullable; v9 adds ``skip_assignment`` after the leader. ``protocol_name`` must not be None
     before v7 (the adapter sends "" there, as Kafka does)."""
+    key = (_JOIN, api_version, error, generation_id, protocol_type, protocol_name, leader, skip_assignment)
+    head = _heads.get(key)
+    if head is None:
+        head = _cache_head(
+            key, _join_head(api_version, error, generation_id, protocol_type, protocol_name, leader, skip_assignment)
+        )
     if api_version >= 6:
-        parts = [_ZERO_THROTTLE, _ERROR_GENERATION.pack(error, generation_id)]
-        if api_version >= 7:
-            parts.append(_compact_nullable_string(protocol_type))
-            parts.append(_compact_nullable_string(protocol_name))
-        else:
-            parts.append(_compact_string(protocol_name))  # type: ignore[arg-type]
-        parts.append(_compact_string(leader))
-        if api_version >= 9:
-            parts.append(b"\x01" if skip_assignment else b"\x00")
-        parts.append(_compact_string(member_id))
-        parts.append(uvarint(len(members) + 1))
+        if not members:  # every answer but the leader's
+            body = b"".join((head, _compact_string(member_id), b"\x01\x00"))  # empty members, body tags
+            return _SIZE_CORRELATION_TAGS.pack(len(body) + 5, correlation_id, 0) + body
+        parts = [head, _compact_string(member_id), uvarint(len(members) + 1)]
         for mid, instance_id, metadata in members:
             parts.append(_compact_string(mid))
             parts.append(_compact_nullable_string(instance_id))
@@ -163,12 +182,7 @@ def join_group_response_frame(
         parts.append(b"\x00")  # body tags
         body = b"".join(parts)
         return _SIZE_CORRELATION_TAGS.pack(len(body) + 5, correlation_id, 0) + body
-    parts = [_ZERO_THROTTLE] if api_version >= 2 else []
-    parts.append(_ERROR_GENERATION.pack(error, generation_id))
-    parts.append(_string(protocol_name))  # type: ignore[arg-type]
-    parts.append(_string(leader))
-    parts.append(_string(member_id))
-    parts.append(_INT32.pack(len(members)))
+    parts = [head, _string(member_id), _INT32.pack(len(members))]
     with_instance = api_version >= 5
     for mid, instance_id, metadata in members:
         parts.append(_string(mid))
@@ -178,3 +192,28 @@ def join_group_response_frame(
         parts.append(metadata)
     body = b"".join(parts)
     return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body
+
+
+def _join_head(
+    api_version: int,
+    error: int,
+    generation_id: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+    leader: str,
+    skip_assignment: bool,
+) -> bytes:
+    """Everything before the member id."""
+    parts = [_ZERO_THROTTLE] if api_version >= 2 else []
+    parts.append(_ERROR_GENERATION.pack(error, generation_id))
+    if api_version >= 7:
+        parts.append(_compact_nullable_string(protocol_type))
+        parts.append(_compact_nullable_string(protocol_name))
+    elif api_version >= 6:
+        parts.append(_compact_string(protocol_name))  # type: ignore[arg-type]
+    else:
+        parts.append(_string(protocol_name))  # type: ignore[arg-type]
+    parts.append(_compact_string(leader) if api_version >= 6 else _string(leader))
+    if api_version >= 9:
+        parts.append(b"\x01" if skip_assignment else b"\x00")
+    return b"".join(parts)

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from coordinator.api.build import build
+from protocol import hot_responses
 from protocol.codec import decode_response_frame, encode_response, response_class
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
@@ -160,3 +161,27 @@ def test_join_group_same_bytes_as_kio(version: int, case: int, correlation_id: i
     assert read_id == correlation_id and int(read.error_code) == error and read.member_id == member_id
     expected_members = [(m, i if version >= 5 else None, md) for m, i, md in members]
     assert [(x.member_id, getattr(x, "group_instance_id", None), x.metadata) for x in read.members] == expected_members
+
+
+def test_heads_shared_per_generation_never_leak_into_other_answers() -> None:
+    """The head every member of a generation gets alike is encoded once and reused (``_heads``): answers for many
+    generations, versions and errors, interleaved and repeated past the cache's bound, are still each kio's bytes,
+    and the cache stays bounded."""
+    rng = random.Random(7)
+    for n in range(3 * hot_responses._HEADS_MAX):
+        generation = rng.randrange(2 * hot_responses._HEADS_MAX)
+        version = rng.choice([5, 9])
+        error = rng.choice([0, 27])
+        leader = f"m-{generation % 3}"
+        case = (error, generation, "consumer", "range", leader, False, f"m-{n}", 0)
+        frame = join_group_response_frame(
+            version, n, error, generation, "consumer", "range", leader, False, f"m-{n}", []
+        )
+        assert frame == _join_kio_frame(version, n, case, [])
+        sync_version = rng.choice([3, 5])
+        sync = sync_group_response_frame(sync_version, n, error, "consumer", f"p-{generation}", b"a")
+        _, read = decode_response_frame(14, sync_version, sync)
+        assert (int(read.error_code), read.assignment) == (error, b"a")
+        if sync_version == 5:
+            assert read.protocol_name == f"p-{generation}"
+        assert len(hot_responses._heads) <= hot_responses._HEADS_MAX

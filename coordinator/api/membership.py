@@ -14,13 +14,14 @@ it, e.g. MEMBER_ID_REQUIRED from JoinGroup v4):
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from coordinator.core import messages as m
 from protocol.errors import ErrorCode
 from protocol.hot_responses import join_group_response_frame, sync_group_response_frame
 
-from ._util import ms, response_cls, then
+from ._util import response_cls, then
 from .build import build
 from .context import RequestContext, Services
 
@@ -28,21 +29,26 @@ from .context import RequestContext, Services
 
 
 def join_request(ctx: RequestContext, body: Any) -> m.JoinGroupRequest:
-    session_timeout_ms = ms(body.session_timeout)
-    rebalance_timeout_ms = ms(body.rebalance_timeout) if ctx.api_version >= 1 else session_timeout_ms
+    # Every JoinGroup of a rebalance storm comes through here: fields read by version instead of getattr, kio's
+    # timedelta timeouts divided by one millisecond, and the request built positionally (its fields' order).
+    version = ctx.api_version
+    session_timeout_ms: int = body.session_timeout // _ONE_MS
     return m.JoinGroupRequest(
-        group_id=body.group_id,
-        member_id=body.member_id,
-        group_instance_id=getattr(body, "group_instance_id", None),
-        protocol_type=body.protocol_type,
-        protocols=[(p.name, p.metadata) for p in body.protocols],
-        session_timeout_ms=session_timeout_ms,
-        rebalance_timeout_ms=rebalance_timeout_ms,
-        client_id=ctx.client_id,
-        client_host=ctx.client_host,
-        api_version=ctx.api_version,
-        reason=getattr(body, "reason", None),
+        body.group_id,
+        body.member_id,
+        body.group_instance_id if version >= 5 else None,
+        body.protocol_type,
+        [(p.name, p.metadata) for p in body.protocols],
+        session_timeout_ms,
+        body.rebalance_timeout // _ONE_MS if version >= 1 else session_timeout_ms,  # v0: the session timeout
+        ctx.client_id,
+        ctx.client_host,
+        version,
+        body.reason if version >= 8 else None,
     )
+
+
+_ONE_MS = timedelta(milliseconds=1)
 
 
 def join_response(ctx: RequestContext, result: m.JoinGroupResult) -> bytes:

@@ -53,6 +53,37 @@ def test_join_v0_rebalance_timeout_is_the_session_timeout(h: Harness) -> None:
     assert join_request(ctx1, build(load_request_schema(11, 1), join_fields())).rebalance_timeout_ms == 20_000
 
 
+@pytest.mark.parametrize("version", range(10))
+def test_join_request_carries_every_field_its_version_has(version: int) -> None:
+    from kio.index import load_request_schema
+
+    from coordinator.api import RequestContext
+    from coordinator.api.build import build
+
+    ctx = RequestContext(11, version, 1, "client-a", "/1.2.3.4")
+    fields = join_fields(
+        member_id="m-1", protocols=[{"name": "range", "metadata": b"r"}, {"name": "rr", "metadata": b""}]
+    )
+    if version >= 5:
+        fields["group_instance_id"] = "instance-1"
+    if version >= 8:
+        fields["reason"] = "rejoin: metadata changed"
+    request = join_request(ctx, build(load_request_schema(11, version), fields))
+    assert request == m.JoinGroupRequest(
+        group_id="g",
+        member_id="m-1",
+        group_instance_id="instance-1" if version >= 5 else None,
+        protocol_type="consumer",
+        protocols=[("range", b"r"), ("rr", b"")],
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=20_000 if version >= 1 else 10_000,
+        client_id="client-a",
+        client_host="/1.2.3.4",
+        api_version=version,
+        reason="rejoin: metadata changed" if version >= 8 else None,
+    )
+
+
 @pytest.mark.parametrize(("version", "expected_name"), [(5, ""), (6, ""), (7, None), (9, None)])
 async def test_join_error_protocol_name_null_or_empty_by_version(
     h: Harness, version: int, expected_name: str | None

@@ -81,15 +81,17 @@ def handle_join_group(services: Services, ctx: RequestContext, body: Any) -> Any
 
 
 def sync_request(ctx: RequestContext, body: Any) -> m.SyncGroupRequest:
+    # Every member of every rebalance comes through here: fields read by version, the request built positionally.
+    version = ctx.api_version
     return m.SyncGroupRequest(
-        group_id=body.group_id,
-        generation_id=body.generation_id,
-        member_id=body.member_id,
-        group_instance_id=getattr(body, "group_instance_id", None),
-        protocol_type=getattr(body, "protocol_type", None),
-        protocol_name=getattr(body, "protocol_name", None),
-        assignments=[(a.member_id, a.assignment) for a in body.assignments],
-        api_version=ctx.api_version,
+        body.group_id,
+        body.generation_id,
+        body.member_id,
+        body.group_instance_id if version >= 3 else None,
+        body.protocol_type if version >= 5 else None,
+        body.protocol_name if version >= 5 else None,
+        [(a.member_id, a.assignment) for a in body.assignments],
+        version,
     )
 
 

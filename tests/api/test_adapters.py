@@ -84,6 +84,38 @@ def test_join_request_carries_every_field_its_version_has(version: int) -> None:
     )
 
 
+@pytest.mark.parametrize("version", range(6))
+def test_sync_request_carries_every_field_its_version_has(version: int) -> None:
+    from kio.index import load_request_schema
+
+    from coordinator.api import RequestContext
+    from coordinator.api.build import build
+    from coordinator.api.membership import sync_request
+
+    ctx = RequestContext(14, version, 1, "client-a", "/1.2.3.4")
+    fields: dict[str, Any] = {
+        "group_id": "g",
+        "generation_id": 7,
+        "member_id": "m-1",
+        "assignments": [{"member_id": "m-1", "assignment": b"a1"}, {"member_id": "m-2", "assignment": b""}],
+    }
+    if version >= 3:
+        fields["group_instance_id"] = "instance-1"
+    if version >= 5:
+        fields.update(protocol_type="consumer", protocol_name="range")
+    request = sync_request(ctx, build(load_request_schema(14, version), fields))
+    assert request == m.SyncGroupRequest(
+        group_id="g",
+        generation_id=7,
+        member_id="m-1",
+        group_instance_id="instance-1" if version >= 3 else None,
+        protocol_type="consumer" if version >= 5 else None,
+        protocol_name="range" if version >= 5 else None,
+        assignments=[("m-1", b"a1"), ("m-2", b"")],
+        api_version=version,
+    )
+
+
 @pytest.mark.parametrize(("version", "expected_name"), [(5, ""), (6, ""), (7, None), (9, None)])
 async def test_join_error_protocol_name_null_or_empty_by_version(
     h: Harness, version: int, expected_name: str | None

@@ -55,6 +55,8 @@ __all__ = [
 _DECODE_ERRORS = (DecodeError, ValueError, TypeError, OverflowError, IndexError)
 
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
+_PREFIX_AND_CLIENT_LEN = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_PREFIX_AND_CLIENT_LEN_SIZE = _PREFIX_AND_CLIENT_LEN.size
 
 
 class Request(NamedTuple):  # a tuple: built for every request, and cheaper than a frozen dataclass
@@ -122,12 +124,37 @@ def decode_body(cls: type[Any], data: bytes | bytearray | memoryview, offset: in
 
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode one frame payload (size prefix already removed) into header and kio body."""
-    data = frame if type(frame) is bytes else bytes(frame)
+    data = frame if frame.__class__ is bytes else bytes(frame)
+    # The usual request, inline (every request comes through here): a served api/version seen before (only those
+    # are in ``_decoders``), a client id that fits, no header tags. Anything else takes the checked path below.
+    if len(data) >= _PREFIX_AND_CLIENT_LEN_SIZE:
+        api_key, api_version, correlation_id, client_len = _PREFIX_AND_CLIENT_LEN.unpack_from(data, 0)
+        entry = _decoders.get((api_key, api_version))
+        end = _PREFIX_AND_CLIENT_LEN_SIZE + client_len
+        if entry is not None and client_len >= 0 and end < len(data) and (not entry[2] or data[end] == 0):
+            try:
+                client_id = data[_PREFIX_AND_CLIENT_LEN_SIZE:end].decode()
+            except UnicodeDecodeError:
+                pass  # the checked path reports it
+            else:
+                return _request_body(
+                    entry, RequestHeader(api_key, api_version, correlation_id, client_id), data, end + entry[2]
+                )
     api_key, api_version, correlation_id = peek_request_prefix(data)
     if not is_supported(api_key, api_version):
         raise _unsupported(data, api_key, api_version, correlation_id)
-    cls, reader, flexible = _decoder(api_key, api_version)
-    header, offset = parse_request_header(data, flexible)
+    entry = _decoder(api_key, api_version)
+    header, offset = parse_request_header(data, entry[2])
+    return _request_body(entry, header, data, offset)
+
+
+def _request_body(
+    entry: tuple[type[Any], Callable[[bytes, int], tuple[Any, int]], bool],
+    header: RequestHeader,
+    data: bytes,
+    offset: int,
+) -> Request:
+    cls, reader, _ = entry
     try:
         try:
             body, _ = reader(data, offset)
@@ -135,10 +162,10 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
             body, _ = read_entity_tolerant(cls, data, offset)
     except (*_DECODE_ERRORS, KeyError) as e:
         raise MalformedFrame(
-            f"malformed {cls.__name__} v{api_version} body: {type(e).__name__}: {e}",
-            correlation_id,
-            api_key,
-            api_version,
+            f"malformed {cls.__name__} v{header.api_version} body: {type(e).__name__}: {e}",
+            header.correlation_id,
+            header.api_key,
+            header.api_version,
         ) from e
     return Request(header, body)
 

@@ -11,6 +11,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsResponse as KpApiVer
 from kafka.protocol.metadata.metadata import MetadataResponse as KpMetadataResponse
 from kio.serial import entity_reader
 
+from protocol import codec
 from protocol.apis import SUPPORTED_VERSIONS
 from protocol.codec import (
     RequestHeader,
@@ -53,6 +54,26 @@ def test_any_bytes_like_input_decodes(kind: Any) -> None:
     expected = decode_request(HEARTBEAT_V4_REQUEST)
     assert decode_request(kind(HEARTBEAT_V4_REQUEST)) == expected
     assert decode_request(kind(HEARTBEAT_V0_REQUEST)) == decode_request(HEARTBEAT_V0_REQUEST)
+
+
+@pytest.mark.parametrize(("key", "version"), ALL)
+@pytest.mark.parametrize("client_id", [None, "", "c", "ü" * 40])
+def test_every_header_shape_decodes_the_same_the_first_time_and_after(
+    key: int, version: int, client_id: str | None
+) -> None:
+    """decode_request reads a served api/version it has seen before inline; a null client id, empty body or header
+    tags take the checked path. Both give the same request, for every served api/version."""
+    body = sample(request_class(key, version))
+    wire = request_bytes(key, version, body, correlation_id=-5, client_id=client_id)
+    codec._decoders.pop((key, version), None)
+    first = decode_request(wire)
+    assert (key, version) in codec._decoders
+    again = decode_request(wire)
+    assert first == again == (RequestHeader(key, version, -5, client_id), body)
+    if request_class(key, version).__flexible__:
+        header_end = 8 + 2 + len((client_id or "").encode())
+        tagged = wire[:header_end] + bytes.fromhex("01 00 01 ff") + wire[header_end + 1 :]
+        assert decode_request(tagged) == first
 
 
 def test_trailing_bytes_after_the_body_are_ignored_like_kafka() -> None:

@@ -162,12 +162,19 @@ def join_group_response_frame(
     v5+ members carry ``group_instance_id``; v6+ are flexible; v7+ add the nullable ``protocol_type`` and make
     ``protocol_name`` nullable; v9 adds ``skip_assignment`` after the leader. ``protocol_name`` must not be None
     before v7 (the adapter sends "" there, as Kafka does)."""
-    key = (_JOIN, api_version, error, generation_id, protocol_type, protocol_name, leader, skip_assignment)
+    key: _JoinHeadKey = (
+        _JOIN,
+        api_version,
+        error,
+        generation_id,
+        protocol_type,
+        protocol_name,
+        leader,
+        skip_assignment,
+    )
     head = _heads.get(key)
     if head is None:
-        head = _cache_head(
-            key, _join_head(api_version, error, generation_id, protocol_type, protocol_name, leader, skip_assignment)
-        )
+        head = _cache_head(key, _join_head(key))
     if api_version >= 6:
         if not members:  # every answer but the leader's
             body = b"".join((head, _compact_string(member_id), b"\x01\x00"))  # empty members, body tags
@@ -194,16 +201,12 @@ def join_group_response_frame(
     return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body
 
 
-def _join_head(
-    api_version: int,
-    error: int,
-    generation_id: int,
-    protocol_type: str | None,
-    protocol_name: str | None,
-    leader: str,
-    skip_assignment: bool,
-) -> bytes:
+_JoinHeadKey = tuple[int, int, int, int, str | None, str | None, str, bool]
+
+
+def _join_head(key: _JoinHeadKey) -> bytes:
     """Everything before the member id."""
+    _, api_version, error, generation_id, protocol_type, protocol_name, leader, skip_assignment = key
     parts = [_ZERO_THROTTLE] if api_version >= 2 else []
     parts.append(_ERROR_GENERATION.pack(error, generation_id))
     if api_version >= 7:

@@ -14,8 +14,9 @@ first use of each path imports and compiles), then one group of ``--members`` me
 
 Each phase runs inside one ``functools.reduce`` call and callgrind counts only inside that function
 (``--toggle-collect=functools_reduce``); one valgrind run per phase. Instructions per request = the count / members.
-A parked answer's later encoding is counted in the phase that completes it (the join phase's answers are written
-when its timer fires, outside the counted phases). Used to measure each optimisation before and after
+Answers completed later by a timer or a storage write (the join phase's answers; the SyncGroup answers on SQLite)
+are encoded outside the counted phases; with memory storage the leader's write completes at once, so the
+followers' SyncGroup answers are counted in ``sync``. Used to measure each optimisation before and after
 (benchmarks/notes.md, fourth round).
 """
 

@@ -14,31 +14,48 @@ _I32 = struct.Struct(">i")
 
 
 class _Reader:
-    __slots__ = ("buf", "pos")
+    """Reads the consumer protocol's big-endian fields with ``unpack_from`` at a position (no slice per field, an
+    int array in one call): subscriptions and assignments are read for every member of every persisted generation
+    (a 1,000-member group: 1,000 of each per group-metadata record)."""
+
+    __slots__ = ("buf", "end", "pos")
 
     def __init__(self, data: bytes) -> None:
-        self.buf = memoryview(data)
+        self.buf = bytes(data)
+        self.end = len(self.buf)
         self.pos = 0
 
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise ValueError("truncated consumer protocol data")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
     def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
+        pos = self.pos
+        self.pos = pos + 2
+        if self.pos > self.end:
+            raise ValueError("truncated consumer protocol data")
+        return int(_I16.unpack_from(self.buf, pos)[0])
 
     def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
+        pos = self.pos
+        self.pos = pos + 4
+        if self.pos > self.end:
+            raise ValueError("truncated consumer protocol data")
+        return int(_I32.unpack_from(self.buf, pos)[0])
+
+    def i32s(self, count: int) -> tuple[int, ...]:
+        end = self.pos + 4 * count
+        if end > self.end:
+            raise ValueError("truncated consumer protocol data")
+        values: tuple[int, ...] = struct.unpack_from(f">{count}i", self.buf, self.pos)
+        self.pos = end
+        return values
 
     def string(self) -> str:
         n = self.i16()
         if n < 0:
             raise ValueError("null string in consumer protocol data")
+        start, self.pos = self.pos, self.pos + n
+        if self.pos > self.end:
+            raise ValueError("truncated consumer protocol data")
         try:
-            return bytes(self._take(n)).decode("utf-8")
+            return self.buf[start : self.pos].decode("utf-8")
         except UnicodeDecodeError as e:
             raise ValueError(str(e)) from e
 
@@ -57,43 +74,15 @@ def subscription_topics(metadata: bytes) -> list[str]:
 
 
 def assignment_partitions(assignment: bytes) -> dict[str, list[int]]:
-    """The topic-partitions of a ConsumerProtocolAssignment (any version). Empty bytes -> no partitions.
-
-    Read with ``unpack_from`` (each topic's partition array in one call): it runs for every member of every
-    persisted generation (1,000 members: 1,000 assignments in one group-metadata record)."""
+    """The topic-partitions of a ConsumerProtocolAssignment (any version). Empty bytes -> no partitions."""
     if not assignment:
         return {}
-    data = bytes(assignment)
-    end = len(data)
-    try:
-        (topics,) = _I32.unpack_from(data, 2)  # after the version
-        pos = 6
-        if topics < -1:
-            raise ValueError("negative array length")
-        out: dict[str, list[int]] = {}
-        for _ in range(topics):
-            (n,) = _I16.unpack_from(data, pos)
-            if n < 0:
-                raise ValueError("null string in consumer protocol data")
-            pos += 2
-            if pos + n > end:
-                raise ValueError("truncated consumer protocol data")
-            topic = data[pos : pos + n].decode("utf-8")
-            pos += n
-            (count,) = _I32.unpack_from(data, pos)
-            pos += 4
-            if count < -1:
-                raise ValueError("negative array length")
-            if count > 0:
-                partitions = struct.unpack_from(f">{count}i", data, pos)
-                pos += 4 * count
-                out.setdefault(topic, []).extend(partitions)
-            else:
-                out.setdefault(topic, [])
-    except struct.error as e:
-        raise ValueError("truncated consumer protocol data") from e
-    except UnicodeDecodeError as e:
-        raise ValueError(str(e)) from e
+    r = _Reader(assignment)
+    r.i16()  # version
+    out: dict[str, list[int]] = {}
+    for _ in range(r.array_len()):
+        topic = r.string()
+        out.setdefault(topic, []).extend(r.i32s(r.array_len()))
     return out
 
 

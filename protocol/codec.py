@@ -33,7 +33,7 @@ from kio.static.primitive import i16
 from protocol._cache import typed_cache
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
 from protocol.errors import ErrorCode, MalformedFrame, UnsupportedApi
-from protocol.headers import RequestHeader, parse_request_header, peek_request_prefix
+from protocol.headers import RequestHeader, parse_request_header, peek_request_prefix, skip_header_tags
 from protocol.tolerant import read_entity_tolerant
 
 __all__ = [
@@ -55,8 +55,6 @@ __all__ = [
 _DECODE_ERRORS = (DecodeError, ValueError, TypeError, OverflowError, IndexError)
 
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
-_PREFIX_AND_CLIENT_LEN = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
-_PREFIX_AND_CLIENT_LEN_SIZE = _PREFIX_AND_CLIENT_LEN.size
 
 
 class Request(NamedTuple):  # a tuple: built for every request, and cheaper than a frozen dataclass
@@ -125,21 +123,16 @@ def decode_body(cls: type[Any], data: bytes | bytearray | memoryview, offset: in
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode one frame payload (size prefix already removed) into header and kio body."""
     data = frame if frame.__class__ is bytes else bytes(frame)
-    # The usual request, inline (every request comes through here): a served api/version seen before (only those
-    # are in ``_decoders``), a client id that fits, no header tags. Anything else takes the checked path below.
-    if len(data) >= _PREFIX_AND_CLIENT_LEN_SIZE:
-        api_key, api_version, correlation_id, client_len = _PREFIX_AND_CLIENT_LEN.unpack_from(data, 0)
-        entry = _decoders.get((api_key, api_version))
-        end = _PREFIX_AND_CLIENT_LEN_SIZE + client_len
-        if entry is not None and client_len >= 0 and end < len(data) and (not entry[2] or data[end] == 0):
-            try:
-                client_id = data[_PREFIX_AND_CLIENT_LEN_SIZE:end].decode()
-            except UnicodeDecodeError:
-                pass  # the checked path reports it
-            else:
-                return _request_body(
-                    entry, RequestHeader(api_key, api_version, correlation_id, client_id), data, end + entry[2]
-                )
+    # The usual request: an api/version served and seen before (only those are in ``_decoders``). Its header is read
+    # once, as v1; a flexible version's v2 tag section follows it. Anything else takes the checked path below.
+    try:
+        header, offset = parse_request_header(data, False)
+    except MalformedFrame:
+        pass  # reported by the checked path, with the unsupported api/version first
+    else:
+        entry = _decoders.get((header.api_key, header.api_version))
+        if entry is not None:
+            return _request_body(entry, header, data, skip_header_tags(data, offset, header) if entry[2] else offset)
     api_key, api_version, correlation_id = peek_request_prefix(data)
     if not is_supported(api_key, api_version):
         raise _unsupported(data, api_key, api_version, correlation_id)

@@ -30,6 +30,7 @@ __all__ = [
     "encode_response_header",
     "parse_request_header",
     "peek_request_prefix",
+    "skip_header_tags",
 ]
 
 _PREFIX = struct.Struct(">hhi")
@@ -73,14 +74,20 @@ def parse_request_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, i
         except UnicodeDecodeError as e:
             raise MalformedFrame(f"client_id is not UTF-8: {e}", correlation_id, api_key, api_version) from e
         offset = end
-    if flexible:
-        if offset < len(frame) and frame[offset] == 0:  # no header tags: the usual case, skip the call
-            return RequestHeader(api_key, api_version, correlation_id, client_id), offset + 1
-        try:
-            offset = skip_tagged_fields(frame, offset)
-        except DecodeError as e:
-            raise MalformedFrame(f"bad request header tagged fields: {e}", correlation_id, api_key, api_version) from e
-    return RequestHeader(api_key, api_version, correlation_id, client_id), offset
+    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    return header, (skip_header_tags(frame, offset, header) if flexible else offset)
+
+
+def skip_header_tags(frame: bytes, offset: int, header: RequestHeader) -> int:
+    """The body offset after a v2 header's tagged-field section, which starts at ``offset`` (unknown tags skipped)."""
+    if offset < len(frame) and frame[offset] == 0:  # no header tags: the usual case, skip the call
+        return offset + 1
+    try:
+        return skip_tagged_fields(frame, offset)
+    except DecodeError as e:
+        raise MalformedFrame(
+            f"bad request header tagged fields: {e}", header.correlation_id, header.api_key, header.api_version
+        ) from e
 
 
 def encode_request_header(header: RequestHeader, flexible: bool) -> bytes:

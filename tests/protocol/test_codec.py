@@ -61,8 +61,8 @@ def test_any_bytes_like_input_decodes(kind: Any) -> None:
 def test_every_header_shape_decodes_the_same_the_first_time_and_after(
     key: int, version: int, client_id: str | None
 ) -> None:
-    """decode_request reads a served api/version it has seen before inline; a null client id, empty body or header
-    tags take the checked path. Both give the same request, for every served api/version."""
+    """decode_request reads the header of a served api/version it has seen before once (the first request of each
+    takes the checked path). Both give the same request, for every served api/version, client id and header tags."""
     body = sample(request_class(key, version))
     wire = request_bytes(key, version, body, correlation_id=-5, client_id=client_id)
     codec._decoders.pop((key, version), None)

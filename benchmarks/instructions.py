@@ -36,6 +36,7 @@ from typing import Any
 
 from benchmarks.client import HEARTBEAT_V, JOIN_V, decode, heartbeat_frame, join_frame, sync_error, sync_frame
 from coordinator.server import Connection, KafkaServer
+from protocol.framing import FrameDecoder
 
 PHASES = ("join1", "join2", "sync", "heartbeat")
 
@@ -68,12 +69,7 @@ class _Transport:
 
 def _answers(transport: _Transport) -> list[bytes]:
     """The frame payloads written so far (size prefixes removed), and forget them."""
-    payloads = []
-    for data in transport.out:
-        while data:
-            size = int.from_bytes(data[:4], "big")
-            payloads.append(data[4 : 4 + size])
-            data = data[4 + size :]
+    payloads = FrameDecoder().feed(b"".join(transport.out))
     transport.out.clear()
     return payloads
 

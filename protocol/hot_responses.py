@@ -78,10 +78,7 @@ def offset_commit_response_frame(api_version: int, correlation_id: int, topics: 
 
 
 def _compact_nullable_string(value: str | None) -> bytes:
-    if value is None:
-        return b"\x00"
-    raw = value.encode()
-    return uvarint(len(raw) + 1) + raw
+    return b"\x00" if value is None else _compact_string(value)
 
 
 def sync_group_response_frame(

@@ -35,10 +35,11 @@ class _Entry:
 class AsyncioTimer:
     """The core's keyed timer on the running loop, with lazy deadlines.
 
-    Re-scheduling a key to a later deadline (a heartbeat pushing a session expiry back: the hot path) only stores
+    Re-scheduling a key to a later deadline (a session re-armed by an OffsetCommit or a completed sync) only stores
     the new deadline and op; the loop handle armed for the earlier deadline stays, and when it fires it sees the
-    deadline moved and re-arms once for it. So a member heartbeating every few seconds costs one loop timer per
-    session timeout instead of a cancel + ``call_later`` per heartbeat. An earlier deadline re-arms at once.
+    deadline moved and re-arms once for it, instead of a cancel + ``call_later`` per re-schedule. An earlier
+    deadline re-arms at once. (Heartbeats do not call the timer at all: the core moves the member's session
+    deadline and its session timer re-schedules itself when it fires early, ``GroupManager._expire_member``.)
     Observable behaviour is unchanged: the op of the last ``schedule`` runs at its deadline, never an old op.
     """
 

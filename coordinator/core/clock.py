@@ -20,7 +20,13 @@ TimerOp = Callable[[], None]
 
 
 class Clock(Protocol):
-    def now_ms(self) -> int: ...
+    def now_ms(self) -> int:
+        """Epoch milliseconds: timestamps that are persisted or shown."""
+        ...
+
+    def monotonic_ms(self) -> int:
+        """Milliseconds on a clock that never jumps (any origin): deadlines and durations, such as sessions."""
+        ...
 
 
 class Timer(Protocol):
@@ -37,6 +43,9 @@ class SystemClock:
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
 
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
 
 class ManualClock:
     def __init__(self, start_ms: int = 0) -> None:
@@ -44,6 +53,9 @@ class ManualClock:
 
     def now_ms(self) -> int:
         return self._now
+
+    def monotonic_ms(self) -> int:
+        return self._now  # one timeline in tests: advance() moves both
 
     def set(self, now_ms: int) -> None:
         self._now = now_ms

@@ -96,7 +96,10 @@ class Member:
     sync_reply: Deferred[SyncGroupResult] | None = None  # parked SyncGroup
     is_new: bool = True
     joined_at_ms: int = 0
-    last_heartbeat_ms: int = 0
+    # Monotonic (Clock.monotonic_ms): the last heartbeat (shown to operators as the time since), and when the
+    # session expires. A heartbeat only moves the deadline; the armed session timer re-arms for it when it fires.
+    last_heartbeat_monotonic_ms: int = 0
+    session_deadline_monotonic_ms: int = 0
     # Session-timer plumbing, built once per member by the GroupManager so that a heartbeat allocates nothing:
     # the timer key ``heartbeat-<group>-<member>`` and the expiry operation bound to this group and member id.
     heartbeat_key: str = ""
@@ -312,7 +315,7 @@ class ClassicGroup:
             assignment=old.assignment,
             is_new=False,
             joined_at_ms=old.joined_at_ms,
-            last_heartbeat_ms=old.last_heartbeat_ms,
+            last_heartbeat_monotonic_ms=old.last_heartbeat_monotonic_ms,
         )
         self.members[new_member_id] = new
         if self.leader_id == old_member_id:

@@ -456,7 +456,7 @@ class GroupManager(RebalanceEngine):
 
     # ============================================================================================== Heartbeat
     def heartbeat(self, req: HeartbeatRequest) -> ErrorCode:
-        """H1-H8. The hot path: a few dict lookups and one timer re-arm; never touches the log."""
+        """H1-H8. The hot path: a few dict lookups and the member's new session deadline; no timer call, no log."""
         return self.heartbeat_fields(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
 
     def heartbeat_fields(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode:
@@ -482,8 +482,10 @@ class GroupManager(RebalanceEngine):
             return _ILLEGAL_GENERATION
         if state is EMPTY:  # H5 (unreachable: an Empty group has no members)
             return _UNKNOWN_MEMBER_ID
-        self._timer.schedule(member.heartbeat_key, member.session_timeout_ms, member.expire_op)  # type: ignore[arg-type]
-        member.last_heartbeat_ms = self._clock.now_ms()
+        # No timer call: the member's armed session timer finds the later deadline when it fires (_expire_member).
+        now = self._clock.monotonic_ms()
+        member.last_heartbeat_monotonic_ms = now
+        member.session_deadline_monotonic_ms = now + member.session_timeout_ms
         return _REBALANCE_IN_PROGRESS if state is PREPARING_REBALANCE else _NONE  # H6 / H7, H8
 
     # ============================================================================================= LeaveGroup

@@ -175,7 +175,9 @@ class RebalanceEngine:
         op = member.expire_op
         if op is None:  # every member the manager adds or replays is tracked; anything else is a bug
             raise RuntimeError(f"member {member.member_id} has no session timer plumbing")
-        self._timer.schedule(member.heartbeat_key, member.session_timeout_ms if timeout_ms is None else timeout_ms, op)
+        timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        member.session_deadline_monotonic_ms = self._clock.monotonic_ms() + timeout
+        self._timer.schedule(member.heartbeat_key, timeout, op)
 
     def _expire_member(self, group: ClassicGroup, member_id: str) -> None:
         """Session (heartbeat) expiry of a member or a pending MEMBER_ID_REQUIRED id (§5.4)."""
@@ -190,7 +192,13 @@ class RebalanceEngine:
             self._flush()
             return
         member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
+        if member is None:
+            return
+        remaining = member.session_deadline_monotonic_ms - self._clock.monotonic_ms()
+        if remaining > 0:  # heartbeats moved the deadline since this timer was armed: wait for it
+            self._timer.schedule(member.heartbeat_key, remaining, member.expire_op)  # type: ignore[arg-type]
+            return
+        if member.has_satisfied_heartbeat():
             return
         log.info("[group=%s] member %s session expired (generation %d)", group.group_id, member_id, group.generation_id)
         self._remove_member(group, member, RemovalCause.SESSION_TIMEOUT)
@@ -212,7 +220,7 @@ class RebalanceEngine:
         now = self._clock.now_ms()
         member.is_new = True
         member.joined_at_ms = now
-        member.last_heartbeat_ms = now
+        member.last_heartbeat_monotonic_ms = self._clock.monotonic_ms()
         if group.state is PREPARING_REBALANCE and group.previous_state is EMPTY:
             group.new_member_added = True  # extends the initial rebalance delay (§5.2)
         group.add(member, join_reply)

@@ -202,7 +202,7 @@ async def list_groups(request: web.Request) -> web.Response:
     )
 
 
-def member_view(group: ClassicGroup, m: Member, now_ms: int) -> MemberView:
+def member_view(group: ClassicGroup, m: Member, now_monotonic_ms: int) -> MemberView:
     view = MemberView(
         member_id=m.member_id,
         group_instance_id=m.group_instance_id,
@@ -210,7 +210,7 @@ def member_view(group: ClassicGroup, m: Member, now_ms: int) -> MemberView:
         client_host=m.client_host,
         session_timeout_ms=m.session_timeout_ms,
         rebalance_timeout_ms=m.rebalance_timeout_ms,
-        since_last_heartbeat_ms=max(0, now_ms - m.last_heartbeat_ms),
+        since_last_heartbeat_ms=max(0, now_monotonic_ms - m.last_heartbeat_monotonic_ms),
         protocols=m.protocol_names(),
     )
     if group.uses_consumer_protocol():
@@ -229,7 +229,7 @@ async def get_group(request: web.Request) -> web.Response:
     gid, group = _group(request)
     if group is None:
         raise json_error(404, f"unknown group {gid!r}")
-    now = request.app[keys.CLOCK].now_ms()
+    now = request.app[keys.CLOCK].monotonic_ms()
     return respond(
         GroupDetail(
             group_id=gid,

@@ -34,6 +34,26 @@ def test_session_expiry_in_stable_removes_member_and_rebalances(env: Env) -> Non
     ]
 
 
+def test_a_heartbeat_moves_the_session_end_past_the_armed_timer(env: Env) -> None:
+    """A heartbeat only moves the member's deadline; the session timer armed for the old one finds it moved when it
+    fires and waits for the new one: the member lives exactly session.timeout.ms after its last heartbeat."""
+    sg = form_stable_group(env, n=1)
+    member = sg.leader
+    armed = env.timer.deadline(f"heartbeat-g-{member}")
+    assert armed == env.now() + 10_000
+    env.advance(9_999)
+    assert heartbeat(env.gm, "g", member, sg.generation) is E.none  # 1 ms before the armed timer fires
+    last = env.now()
+    env.take()
+    env.advance(1)  # the armed timer fires: not expired, re-armed for last + 10_000
+    assert member in env.group().members and env.timer.deadline(f"heartbeat-g-{member}") == last + 10_000
+    env.advance(9_998)
+    assert member in env.group().members and env.records() == []
+    env.advance(1)
+    assert member not in env.group().members
+    assert env.records()[0] == MemberRemoved("g", member, None, RemovalCause.SESSION_TIMEOUT, None, 1, last + 10_000)
+
+
 def test_new_member_parked_in_long_rebalance_expires_after_new_member_join_timeout(env: Env) -> None:
     sg = form_stable_group(env, rebalance_timeout_ms=600_000, session_timeout_ms=30_000)
     leader, follower = sg.leader, sg.followers[0]

@@ -401,10 +401,12 @@ class KafkaServer:
         so its latency is the same handful of microseconds every time. ``untimed_heartbeats`` holds the ones since
         the last timed one (added to ``kgc_requests_total`` at scrape time)."""
         header, body = request
-        observe = self.services.observe_request
         untimed = self.untimed_heartbeats + 1
-        timed = untimed == HEARTBEAT_TIMING_SAMPLE and observe is not None
-        started = perf_counter() if timed else 0.0
+        if untimed < HEARTBEAT_TIMING_SAMPLE:
+            self.untimed_heartbeats = untimed
+            started = 0.0
+        else:
+            started = perf_counter()
         version = header.api_version
         frame: bytes | None
         try:
@@ -417,11 +419,11 @@ class KafkaServer:
                 header.api_key, header.api_version, header.correlation_id, header.client_id or "", client_host
             )
             frame = self._error_frame(request, ctx, exc)
-        if timed:
+        if started:
             self.untimed_heartbeats = 0
-            observe(_HEARTBEAT, perf_counter() - started, 0, untimed)  # type: ignore[misc]  # timed implies observe
-        else:
-            self.untimed_heartbeats = untimed
+            observe = self.services.observe_request
+            if observe is not None:
+                observe(_HEARTBEAT, perf_counter() - started, 0, untimed)
         return frame
 
     def _park(self, request: Request, ctx: RequestContext, pending: Pending[Any, Any], started: float) -> Parked:

@@ -151,7 +151,7 @@ class _RequestCollector(Collector):
         seconds = HistogramMetricFamily(
             "kgc_request_seconds",
             "Time from a request's arrival to its response (parked Join/Sync included), by API. Heartbeat answers "
-            "are timed 1 in 16 (all are counted in kgc_requests_total).",
+            "are timed 1 in 64 (all are counted in kgc_requests_total).",
             labels=["api"],
         )
         bounds = [floatToGoString(b) for b in _REQUEST_BUCKETS] + ["+Inf"]  # type: ignore[no-untyped-call]

@@ -41,7 +41,7 @@ log = logging.getLogger("coordinator.server")
 DEFAULT_MAX_FRAME_SIZE = 104_857_600  # Kafka's socket.request.max.bytes
 DEFAULT_MAX_INFLIGHT = 1000
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
-HEARTBEAT_TIMING_SAMPLE = 16  # one heartbeat in 16 is timed for kgc_request_seconds (all are counted)
+HEARTBEAT_TIMING_SAMPLE = 64  # one heartbeat in 64 is timed for kgc_request_seconds (all are counted)
 _CLOSE = None  # a slot that means: everything before me is written, now close the connection
 
 
@@ -309,7 +309,7 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self.open_connections: set[Connection] = set()
         self._ready: list[Connection] = []  # connections with parked answers that became ready (see _flush_ready)
-        self.untimed_heartbeats = 0  # answered since the last timed one (see _heartbeat)
+        self.untimed_heartbeats = 0  # answered since the last timed one (see handle)
 
     @property
     def bound_port(self) -> int:
@@ -360,16 +360,43 @@ class KafkaServer:
     # ---------------------------------------------------------------------------------------------------- dispatch
 
     def handle(self, request: Request, client_host: str) -> Slot:
-        """The slot answering ``request``: the encoded frame, or a ``Parked`` answer completed later."""
-        header = request.header
+        """The slot answering ``request``: the encoded frame, or a ``Parked`` answer completed later.
+
+        Heartbeat, the most frequent request, is answered right here: straight to the core and a packed answer,
+        without the request context, adapter and kio response object of the generic path (and without a call of its
+        own). Same answer as ``coordinator.api.membership.handle_heartbeat`` + ``encode_response``
+        (tests/server/test_heartbeat_path.py). Every heartbeat is counted, one in ``HEARTBEAT_TIMING_SAMPLE`` is
+        timed: the two clock reads and the histogram update cost about as much as the core's part of a heartbeat,
+        and a heartbeat is answered at once, so its latency is the same handful of microseconds every time.
+        ``untimed_heartbeats`` holds the ones since the last timed one (added to ``kgc_requests_total`` at scrape
+        time)."""
+        header, body = request
         key = header.api_key
         if key == _HEARTBEAT:
-            return self._heartbeat(request, client_host)
+            untimed = self.untimed_heartbeats + 1
+            if untimed < HEARTBEAT_TIMING_SAMPLE:
+                self.untimed_heartbeats = untimed
+                started = 0.0
+            else:
+                started = perf_counter()
+            version = header.api_version
+            frame: bytes | None
+            try:
+                error = self.services.coordinator.heartbeat_fields(
+                    body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None
+                )
+                frame = heartbeat_response_frame(version, header.correlation_id, error)
+            except Exception as exc:
+                ctx = RequestContext(key, version, header.correlation_id, header.client_id or "", client_host)
+                frame = self._error_frame(request, ctx, exc)
+            if started:
+                self._observe_heartbeats(started, untimed)
+            return frame
         ctx = RequestContext(key, header.api_version, header.correlation_id, header.client_id or "", client_host)
         observe = self.services.observe_request
         started = perf_counter() if observe is not None else 0.0
         try:
-            result = HANDLERS[key](self.services, ctx, request.body)
+            result = HANDLERS[key](self.services, ctx, body)
         except Exception as exc:
             return self._error_frame(request, ctx, exc)
         # A kio body (has __api_key__) is encoded at once, a finished frame (bytes) written as it is; anything else
@@ -384,47 +411,19 @@ class KafkaServer:
             if asyncio.iscoroutine(result):
                 return self._park_task(request, ctx, result, started)
         try:
-            frame: bytes | None = encode_response(header, result)
+            frame = encode_response(header, result)
         except Exception as exc:
             frame = self._error_frame(request, ctx, exc)
         if observe is not None:
             observe(key, perf_counter() - started)
         return frame
 
-    def _heartbeat(self, request: Request, client_host: str) -> Slot:
-        """Heartbeat, the most frequent request: straight to the core and a packed answer, without the request
-        context, adapter and kio response object of the generic path. Same answer as
-        ``coordinator.api.membership.handle_heartbeat`` + ``encode_response`` (tests/server/test_heartbeat_path.py).
-
-        Every heartbeat is counted, one in ``HEARTBEAT_TIMING_SAMPLE`` is timed: the two clock reads and the
-        histogram update cost about as much as the core's part of a heartbeat, and a heartbeat is answered at once,
-        so its latency is the same handful of microseconds every time. ``untimed_heartbeats`` holds the ones since
-        the last timed one (added to ``kgc_requests_total`` at scrape time)."""
-        header, body = request
-        untimed = self.untimed_heartbeats + 1
-        if untimed < HEARTBEAT_TIMING_SAMPLE:
-            self.untimed_heartbeats = untimed
-            started = 0.0
-        else:
-            started = perf_counter()
-        version = header.api_version
-        frame: bytes | None
-        try:
-            error = self.services.coordinator.heartbeat_fields(
-                body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None
-            )
-            frame = heartbeat_response_frame(version, header.correlation_id, error)
-        except Exception as exc:
-            ctx = RequestContext(
-                header.api_key, header.api_version, header.correlation_id, header.client_id or "", client_host
-            )
-            frame = self._error_frame(request, ctx, exc)
-        if started:
-            self.untimed_heartbeats = 0
-            observe = self.services.observe_request
-            if observe is not None:
-                observe(_HEARTBEAT, perf_counter() - started, 0, untimed)
-        return frame
+    def _observe_heartbeats(self, started: float, answered: int) -> None:
+        """The timed heartbeat: ``answered`` heartbeats since the last timed one, this one included."""
+        self.untimed_heartbeats = 0
+        observe = self.services.observe_request
+        if observe is not None:
+            observe(_HEARTBEAT, perf_counter() - started, 0, answered)
 
     def _park(self, request: Request, ctx: RequestContext, pending: Pending[Any, Any], started: float) -> Parked:
         """Answer when the core resolves the Deferred: build and encode in its callback, no task."""

@@ -96,10 +96,13 @@ class Member:
     sync_reply: Deferred[SyncGroupResult] | None = None  # parked SyncGroup
     is_new: bool = True
     joined_at_ms: int = 0
-    # Monotonic (Clock.monotonic_ms): the last heartbeat (shown to operators as the time since), and when the
-    # session expires. A heartbeat only moves the deadline; the armed session timer re-arms for it when it fires.
+    # Monotonic (Clock.monotonic_ms): the last heartbeat (shown to operators as the time since), when the session
+    # expires, and when the armed session timer fires. A heartbeat only moves the deadline; the armed timer re-arms
+    # for it when it fires. Only a deadline earlier than the armed timer (a heartbeat of a new member whose timer
+    # runs for the new-member join timeout) re-arms the timer at once.
     last_heartbeat_monotonic_ms: int = 0
     session_deadline_monotonic_ms: int = 0
+    session_timer_monotonic_ms: int = 0
     # Session-timer plumbing, built once per member by the GroupManager so that a heartbeat allocates nothing:
     # the timer key ``heartbeat-<group>-<member>`` and the expiry operation bound to this group and member id.
     heartbeat_key: str = ""

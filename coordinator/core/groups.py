@@ -485,7 +485,9 @@ class GroupManager(RebalanceEngine):
         # No timer call: the member's armed session timer finds the later deadline when it fires (_expire_member).
         now = self._clock.monotonic_ms()
         member.last_heartbeat_monotonic_ms = now
-        member.session_deadline_monotonic_ms = now + member.session_timeout_ms
+        deadline = member.session_deadline_monotonic_ms = now + member.session_timeout_ms
+        if deadline < member.session_timer_monotonic_ms:  # armed for longer (new-member join timeout): bring it in
+            self._schedule_session(member)
         return _REBALANCE_IN_PROGRESS if state is PREPARING_REBALANCE else _NONE  # H6 / H7, H8
 
     # ============================================================================================= LeaveGroup

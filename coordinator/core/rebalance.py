@@ -176,7 +176,8 @@ class RebalanceEngine:
         if op is None:  # every member the manager adds or replays is tracked; anything else is a bug
             raise RuntimeError(f"member {member.member_id} has no session timer plumbing")
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        member.session_deadline_monotonic_ms = self._clock.monotonic_ms() + timeout
+        deadline = self._clock.monotonic_ms() + timeout
+        member.session_deadline_monotonic_ms = member.session_timer_monotonic_ms = deadline
         self._timer.schedule(member.heartbeat_key, timeout, op)
 
     def _expire_member(self, group: ClassicGroup, member_id: str) -> None:
@@ -196,6 +197,7 @@ class RebalanceEngine:
             return
         remaining = member.session_deadline_monotonic_ms - self._clock.monotonic_ms()
         if remaining > 0:  # heartbeats moved the deadline since this timer was armed: wait for it
+            member.session_timer_monotonic_ms = member.session_deadline_monotonic_ms
             self._timer.schedule(member.heartbeat_key, remaining, member.expire_op)  # type: ignore[arg-type]
             return
         if member.has_satisfied_heartbeat():

@@ -78,6 +78,33 @@ def test_new_member_parked_in_long_rebalance_expires_after_new_member_join_timeo
     ]
 
 
+def test_heartbeat_of_a_parked_new_member_brings_its_expiry_in_to_the_session_timeout(env: Env) -> None:
+    """H6 re-arms the session timer with session.timeout.ms, also for a new member whose timer was armed for the
+    new-member join timeout; a new member's parked join does not satisfy the heartbeat (§5.4), so it expires
+    session.timeout.ms after that heartbeat, not 5 minutes after it joined."""
+    sg = form_stable_group(env, rebalance_timeout_ms=600_000, session_timeout_ms=30_000)
+    leader, follower = sg.leader, sg.followers[0]
+    join(env.gm, "g", leader, rebalance_timeout_ms=600_000, session_timeout_ms=30_000)
+    new_reply = join_new(env.gm, "g", client_id="newcomer", session_timeout_ms=30_000)
+    (newcomer,) = env.group().members.keys() - {leader, follower}
+    env.advance(1_000)
+    assert heartbeat(env.gm, "g", newcomer, sg.generation) is E.rebalance_in_progress
+    beat = env.now()
+    assert env.timer.deadline(f"heartbeat-g-{newcomer}") == beat + 30_000
+    env.advance(20_000)
+    heartbeat(env.gm, "g", follower, sg.generation)  # the follower stays alive without rejoining
+    env.advance(9_999)
+    assert not new_reply.done and newcomer in env.group().members
+    env.advance(1)
+    result = new_reply.result()
+    assert (result.error, result.member_id) == (E.unknown_member_id, "")
+    assert newcomer not in env.group().members
+    removed = env.records(MemberRemoved)
+    assert [(r.member_id, r.cause, r.timestamp_ms) for r in removed if isinstance(r, MemberRemoved)] == [
+        (newcomer, RemovalCause.SESSION_TIMEOUT, beat + 30_000)
+    ]
+
+
 def test_member_expiry_during_rebalance_completes_join_phase(env: Env) -> None:
     sg = form_stable_group(env)
     leader_reply = join(env.gm, "g", sg.leader)

@@ -32,6 +32,16 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
         time.sleep(interval)
 
 
+async def stop_aiokafka(consumer: Any) -> None:
+    """``AIOKafkaConsumer.stop``, tolerating aiokafka 0.14.0's re-raised cancellation: ``Fetcher.close`` awaits the
+    fetch tasks it cancelled, and one cancelled in its retry back-off raises ``CancelledError`` out of ``stop``. By
+    then the consumer has left its group; only the client's connections are left to close."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        await consumer._client.close()
+
+
 class Member:
     """A consumer running in its own thread: ``assignment`` is a snapshot of the partitions it owns."""
 
@@ -196,7 +206,7 @@ class AiokafkaMember(Member):
                 await self.consumer.getmany(timeout_ms=100)
                 self.assignment = frozenset(tp.partition for tp in self.consumer.assignment())
         finally:
-            await self.consumer.stop()
+            await stop_aiokafka(self.consumer)
             self.assignment = frozenset()
 
 

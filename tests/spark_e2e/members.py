@@ -13,6 +13,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from tests.e2e.helpers import stop_aiokafka
+
 
 class Consumer:
     """``assignment`` (partition numbers), ``generation`` and ``member_id`` are what the client itself reports,
@@ -153,5 +155,5 @@ class AioConsumer(Consumer):
         except BaseException as e:
             self.error = e
         finally:
-            await consumer.stop()
+            await stop_aiokafka(consumer)
             self.assignment = frozenset()

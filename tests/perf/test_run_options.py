@@ -1,0 +1,32 @@
+"""benchmarks.run: fixed-rate runs go out from one load process, and the report says how each kind of row was sent."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from benchmarks.load import Options
+from benchmarks.run import _closed_loop_options, _open_loop_in_one_process, _open_loop_text
+
+
+def test_a_fixed_rate_is_sent_by_one_process_with_every_connection() -> None:
+    fixed = Options("commit", workers=2, connections=8, rate=5_000.0, tag="x-")
+    one = _open_loop_in_one_process(fixed)
+    assert (one.workers, one.connections) == (1, 16)
+    assert asdict(one) | {"workers": 2, "connections": 8} == asdict(fixed)  # nothing else changes
+
+
+def test_a_closed_loop_run_keeps_its_processes() -> None:
+    closed = Options("heartbeat", workers=2, connections=8)
+    assert _open_loop_in_one_process(closed) == closed
+
+
+def test_the_report_describes_the_max_run_and_the_fixed_rate_runs_apart() -> None:
+    rows = [
+        {"options": asdict(_open_loop_in_one_process(Options("commit", workers=2, connections=8, rate=r)))}
+        for r in (1_000.0, 0.0, 5_000.0)
+    ]
+    assert (_closed_loop_options(rows)["workers"], _closed_loop_options(rows)["connections"]) == (2, 8)
+    assert _open_loop_text(rows).startswith("sent by 1 load process x 16 connections (")
+    old = [{"options": asdict(Options("commit", workers=2, connections=8, rate=1_000.0))}]
+    assert _open_loop_text(old) == "sent by 2 load processes x 8 connections."
+    assert _open_loop_text(rows[1:2]) == ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from benchmarks.load import Options
-from benchmarks.run import _closed_loop_options, _open_loop_in_one_process, _open_loop_text
+from benchmarks.run import _closed_loop_options, _median_of, _open_loop_in_one_process, _open_loop_text
 
 
 def test_a_fixed_rate_is_sent_by_one_process_with_every_connection() -> None:
@@ -28,5 +28,13 @@ def test_the_report_describes_the_max_run_and_the_fixed_rate_runs_apart() -> Non
     assert (_closed_loop_options(rows)["workers"], _closed_loop_options(rows)["connections"]) == (2, 8)
     assert _open_loop_text(rows).startswith("sent by 1 load process x 16 connections (")
     old = [{"options": asdict(Options("commit", workers=2, connections=8, rate=1_000.0))}]
-    assert _open_loop_text(old) == "sent by 2 load processes x 8 connections."
+    assert _open_loop_text(old) == "sent by 2 load processes x 8 connections"
     assert _open_loop_text(rows[1:2]) == ""
+
+
+def test_the_median_run_counts_a_run_without_answers_as_its_worst() -> None:
+    runs = [{"p99_ms": 30.0}, {"p99_ms": None}, {"p99_ms": 6.0}]
+    assert _median_of(runs, "p99_ms", "commit", missing=float("inf"))["p99_ms"] == 30.0
+    rates = [{"rate": 5.0}, {"rate": None}, {"rate": 7.0}]
+    assert _median_of(rates, "rate", "hb")["rate"] == 5.0
+    assert _median_of(rates, "rate", "hb")["runs"] == [5.0, None, 7.0]

@@ -62,6 +62,7 @@ def _scale(quick: bool) -> dict[str, Any]:
         "hb_repeats": 3,
         "commit_groups": 64,
         "commit_rates": [1000, 5000, 10000, 0],
+        "commit_repeats": 3,
         "rebalance_sizes": [10, 100, 1000],
         "rebalance_delay": 3000,
         "rebalance_repeats": 5,

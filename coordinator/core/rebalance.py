@@ -197,8 +197,7 @@ class RebalanceEngine:
             return
         remaining = member.session_deadline_monotonic_ms - self._clock.monotonic_ms()
         if remaining > 0:  # heartbeats moved the deadline since this timer was armed: wait for it
-            member.session_timer_monotonic_ms = member.session_deadline_monotonic_ms
-            self._timer.schedule(member.heartbeat_key, remaining, member.expire_op)  # type: ignore[arg-type]
+            self._schedule_session(member, remaining)
             return
         if member.has_satisfied_heartbeat():
             return

@@ -121,6 +121,13 @@ def _median_of(runs: list[Result], key: str, label: str, missing: float = 0.0) -
     return out
 
 
+def _repeated(label: str, repeats: int, key: str, options: Callable[[int], Options], missing: float) -> Result:
+    """``repeats`` runs of one scenario (``options(k)`` for run k): the only run, or the run with the median
+    ``key`` with every run's value beside it (``_median_of``)."""
+    runs = [_load(options(k), label if repeats == 1 else f"{label} (run {k + 1})") for k in range(repeats)]
+    return {**runs[0], "label": label} if repeats == 1 else _median_of(runs, key, label, missing)
+
+
 def run_heartbeat(work: Path, s: dict[str, Any]) -> list[Result]:
     """Both servers up at once (the idle one sleeps); the max runs alternate bare, daemon, bare, ... and each
     server's reported max is the median of its runs, so the ratio is taken between the same minutes."""
@@ -222,11 +229,9 @@ def run_commit(work: Path, s: dict[str, Any], pg_url: str | None) -> list[Result
                         tag=f"c{rate}-",
                     )
                     label = f"commit {'max' if rate == 0 else f'{rate}/s'} on {name}"
-                    runs = []
-                    for k in range(repeats):
-                        run_label = label if repeats == 1 else f"{label} (run {k + 1})"
-                        runs.append(_load(replace(opts, tag=f"c{rate}-{k}-"), run_label))
-                    r = runs[0] if repeats == 1 else _median_of(runs, "p99_ms", label, missing=float("inf"))
+                    r = _repeated(
+                        label, repeats, "p99_ms", lambda k, o=opts: replace(o, tag=f"{o.tag}{k}-"), float("inf")
+                    )
                     r["server"] = name
                     results.append(r)
                 return results
@@ -252,16 +257,16 @@ def run_rebalance(work: Path, s: dict[str, Any]) -> list[Result]:
             workers = 4 if size >= 100 else 1
             repeats = s["rebalance_repeats"] if size == largest else 1
             label = f"rebalance of {size}" + (f" ({server})" if only_largest else "")
-            runs = []
-            for k in range(repeats):
-                opts = Options(
+
+            def options(k: int, size: int = size, workers: int = workers) -> Options:
+                return Options(
                     "rebalance", port=srv.port, members=size, workers=workers, delay_ms=delay, tag=f"{tag}{k}-",
                     pid=srv.pid,
                 )  # fmt: skip
-                r = _load(opts, label + (f" (run {k + 1})" if repeats > 1 else ""))
-                r["server"] = "daemon" + (f" ({server})" if only_largest else "")
-                runs.append(r)
-            results.append(_median_of(runs, "overhead_ms", label) if repeats > 1 else {**runs[0], "label": label})
+
+            r = _repeated(label, repeats, "overhead_ms", options, missing=0.0)
+            r["server"] = "daemon" + (f" ({server})" if only_largest else "")
+            results.append(r)
         return results
 
     results = _with(servers.daemon(work, name="rebalance", delay_ms=delay), lambda srv: sizes(srv, "rb-", "", False))

@@ -264,7 +264,7 @@ def run_rebalance(work: Path, s: dict[str, Any]) -> list[Result]:
                     pid=srv.pid,
                 )  # fmt: skip
 
-            r = _repeated(label, repeats, "overhead_ms", options, missing=0.0)
+            r = _repeated(label, repeats, "overhead_ms", options, missing=float("inf"))
             r["server"] = "daemon" + (f" ({server})" if only_largest else "")
             results.append(r)
         return results

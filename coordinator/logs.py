@@ -2,6 +2,14 @@
 
 The core logs ``[group=<id>] <what happened>`` on logger ``coordinator.group``; the group id is lifted into its own
 ``group`` key so ``grep group=orders`` (or a JSON query) shows one group's story.
+
+Warnings a client can cause (a malformed frame, a limit hit, a commit refused during a storage outage) are
+rate-limited: a log call with ``extra={"throttle": KEY}`` (KEY names the cause and the peer, e.g.
+``("malformed", "10.0.0.7")``) passes ``ThrottleFilter``: the first ``burst`` records of a key in a window of
+``window_s`` seconds are written, the rest are counted, and when the window ends one summary line is written: the
+first message of the window followed by "... and 12,345 more in the last 10 s". Calls without the key are never held
+back. The filter keeps at most ``max_keys`` keys (least recently used first out, its summary written), so a peer that
+varies its key cannot grow memory.
 """
 
 from __future__ import annotations
@@ -10,7 +18,10 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any
 
 _GROUP_PREFIX = re.compile(r"^\[group=(?P<group>[^\]]*)\]\s*")
@@ -51,9 +62,123 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(_fields(record), ensure_ascii=False)
 
 
-def setup_logging(level: str = "INFO", fmt: str = "logfmt") -> None:
+class _Window:
+    __slots__ = ("level", "logger", "message", "started", "suppressed")
+
+    def __init__(self, record: logging.LogRecord, now: float) -> None:
+        self.logger = record.name
+        self.level = record.levelno
+        self.message = record.getMessage()
+        self.started = now
+        self.suppressed = 0
+
+
+class ThrottleFilter(logging.Filter):
+    """Rate-limits records that carry a ``throttle`` key (see the module docstring). Thread-safe."""
+
+    def __init__(
+        self,
+        window_s: float = 10.0,
+        burst: int = 3,
+        max_keys: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self.burst = burst
+        self.max_keys = max_keys
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._windows: OrderedDict[Hashable, _Window] = OrderedDict()
+        self._passed: dict[Hashable, int] = {}
+        self.suppressed_total = 0  # records held back since start (observability)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = getattr(record, "throttle", None)
+        if key is None or getattr(record, "throttle_summary", False):
+            return True
+        now = self._clock()
+        summaries: list[tuple[_Window, float]] = []
+        with self._lock:
+            window = self._windows.get(key)
+            if window is not None and now - window.started >= self.window_s:
+                if window.suppressed:
+                    summaries.append((window, now))
+                del self._windows[key]
+                window = None
+            if window is None:
+                self._windows[key] = _Window(record, now)
+                self._passed[key] = 1
+                while len(self._windows) > self.max_keys:
+                    old_key, old = self._windows.popitem(last=False)
+                    self._passed.pop(old_key, None)
+                    if old.suppressed:
+                        summaries.append((old, now))
+                allow = True
+            else:
+                self._windows.move_to_end(key)
+                passed = self._passed.get(key, 0)
+                if passed < self.burst:
+                    self._passed[key] = passed + 1
+                    allow = True
+                else:
+                    window.suppressed += 1
+                    self.suppressed_total += 1
+                    allow = False
+        for old, at in summaries:
+            _write_summary(old, at)
+        return allow
+
+    def flush(self, *, everything: bool = False) -> int:
+        """Write the summary of every window that has ended (all of them with ``everything``); return how many."""
+        now = self._clock()
+        due: list[_Window] = []
+        with self._lock:
+            for key in [k for k, w in self._windows.items() if everything or now - w.started >= self.window_s]:
+                window = self._windows.pop(key)
+                self._passed.pop(key, None)
+                if window.suppressed:
+                    due.append(window)
+        for window in due:
+            _write_summary(window, now)
+        return len(due)
+
+
+def _write_summary(window: _Window, now: float) -> None:
+    elapsed = max(1, round(now - window.started))
+    logging.getLogger(window.logger).log(
+        window.level,
+        "%s ... and %s more in the last %d s",
+        window.message,
+        f"{window.suppressed:,}",
+        elapsed,
+        extra={"throttle": None, "throttle_summary": True},
+    )
+
+
+_throttle: ThrottleFilter | None = None
+
+
+def throttle_filter() -> ThrottleFilter | None:
+    """The filter ``setup_logging`` installed, if any."""
+    return _throttle
+
+
+def _flush_forever(throttle: ThrottleFilter) -> None:
+    stop = threading.Event()
+    while not stop.wait(throttle.window_s / 2):
+        throttle.flush()
+
+
+def setup_logging(level: str = "INFO", fmt: str = "logfmt", *, throttle_window_s: float = 10.0) -> None:
+    global _throttle
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    if _throttle is None:
+        _throttle = ThrottleFilter(window_s=throttle_window_s)
+        # Summaries of windows no later record ends are written by this thread, so a burst that stops is still told.
+        threading.Thread(target=_flush_forever, args=(_throttle,), name="kgc-log-throttle", daemon=True).start()
+    handler.addFilter(_throttle)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

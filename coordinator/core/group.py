@@ -37,6 +37,18 @@ from .messages import JoinGroupMember, JoinGroupResult, SyncGroupResult
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
+def _distinct_names(protocols: list[tuple[str, bytes]]) -> dict[str, None]:
+    """A member's protocol names, each once, in preference order.
+
+    Kafka keys a member's protocols by name (``mapKey`` in JoinGroupRequest.json) and its support checks, the vote
+    and ``metadata`` all see a name once (the first entry wins). Counting a name listed twice as two supporters
+    made ``supported_protocols`` exceed the member count, so no protocol was ever a candidate: the join phase
+    raised and the group stayed in PreparingRebalance for good (issue #15). Kafka 3.9 counts every entry
+    (ClassicGroup.incrementSupportedProtocols) and so has the same flaw; we count each name once.
+    """
+    return dict.fromkeys(name for name, _ in protocols)
+
+
 class GroupState(Enum):
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
@@ -222,7 +234,7 @@ class ClassicGroup:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
-        for name, _ in member.protocols:
+        for name in _distinct_names(member.protocols):
             self.supported_protocols[name] += 1
         if join_reply is not None:
             member.join_reply = join_reply
@@ -235,7 +247,7 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        for name, _ in member.protocols:
+        for name in _distinct_names(member.protocols):
             self.supported_protocols[name] -= 1
             if self.supported_protocols[name] <= 0:
                 del self.supported_protocols[name]
@@ -256,11 +268,11 @@ class ClassicGroup:
         session_timeout_ms: int,
         join_reply: Deferred[JoinGroupResult] | None,
     ) -> None:
-        for name, _ in member.protocols:
+        for name in _distinct_names(member.protocols):
             self.supported_protocols[name] -= 1
             if self.supported_protocols[name] <= 0:
                 del self.supported_protocols[name]
-        for name, _ in protocols:
+        for name in _distinct_names(protocols):
             self.supported_protocols[name] += 1
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms

@@ -99,7 +99,11 @@ class App:
     async def start(self) -> None:
         if self.settings.http.listen:
             engine = getattr(self.record_log, "engine", None)
-            probe = readiness_probe(lambda: self.loaded, sql_ping(engine) if engine is not None else None)
+            probe = readiness_probe(
+                lambda: self.loaded,
+                sql_ping(engine) if engine is not None else None,
+                writes=getattr(self.record_log, "check_writes", None),  # storage.log.SqlRecordLog: failing writes
+            )
             token = self.settings.http.token
             http_app = self.operator.http_app(
                 self.coordinator,

@@ -26,6 +26,15 @@ Failure
     the records may be durable although the caller got an error — the same ambiguity as a Kafka produce timeout;
     the client retries, and a repeated commit/metadata record is harmless on replay.
 
+Write health (``/readyz``)
+    Reaching the database is not enough: a full disk or read-only files let ``SELECT 1`` succeed while every write
+    fails. ``write_health()`` says whether the last write transaction failed, since when, how many in a row and why;
+    the next successful transaction clears it. ``check_writes()`` (the readiness probe) also clears it by itself: while
+    writes are failing it runs a probe transaction (a no-op ``UPDATE`` of ``log_state``, which SQLite still appends to
+    its WAL, so a full disk fails it) at most once per ``probe_interval_s``. A batch refused for its *data* (see
+    Failure) does not count: the database is fine, the request is not. Failed writes log one warning per cause,
+    rate-limited (``coordinator.logs``' throttle), so an outage under load does not flood the log.
+
 Positions
     Every record gets the next ``position`` (BIGINT). The writer keeps the last one in memory and moves the
     ``log_state`` row with a conditional UPDATE in each transaction; a mismatch (another process writing to the
@@ -63,13 +72,32 @@ from .models import table
 from .queries import StorageQueries
 from .writers import BatchWriter, PositionConflict, writer_for
 
-__all__ = ["PositionConflict", "SqlRecordLog", "WriterStats"]
+__all__ = ["PositionConflict", "SqlRecordLog", "WriteHealth", "WriterStats"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_BATCH_RECORDS = 20_000
 BatchObserver = Callable[[int, float, bool], None]  # (records, seconds, ok) per write transaction
+
+
+@dataclass(frozen=True, slots=True)
+class WriteHealth:
+    """Whether storage writes succeed. ``failing_since_ms`` is wall-clock epoch ms of the first failure in a row."""
+
+    ok: bool
+    failing_since_ms: int | None = None
+    consecutive_failures: int = 0
+    last_error: str | None = None
+
+    def describe(self) -> str:
+        if self.ok:
+            return "storage writes succeed"
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((self.failing_since_ms or 0) / 1000))
+        return (
+            f"storage writes failing since {since} ({self.consecutive_failures} failed transactions in a row): "
+            f"{self.last_error}"
+        )
 
 
 @dataclass
@@ -111,6 +139,9 @@ class SqlRecordLog:
         self._appended = 0  # append() calls accepted
         self._completed = 0  # append() calls answered
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._health = WriteHealth(ok=True)
+        self._last_probe = 0.0  # time.monotonic() of the last probe transaction
+        self._lock: Any = None  # storage.lock.DataDirLock of an embedded SQLite database, released on close
 
     # ------------------------------------------------------------------------------------------------ life cycle
 
@@ -183,6 +214,9 @@ class SqlRecordLog:
         await self._batch_writer.close()
         if self._owns_engine:
             await self.engine.dispose()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # ------------------------------------------------------------------------------------------------ write path
 
@@ -270,18 +304,60 @@ class SqlRecordLog:
             self.stats.failed_transactions += 1
             self._observe(len(records), time.perf_counter() - started, False)
             bad_data = _is_data_error(e)
+            if not bad_data:
+                self._write_failed(e)
             log.warning(
                 "storage: write of %d records failed%s: %s",
                 len(records),
                 " (refused data)" if bad_data else "",
                 describe(e),
+                extra={"throttle": ("storage-write", type(e).__name__, bad_data)},
             )
             return ErrorCode.coordinator_not_available, bad_data
+        self._write_succeeded()
         self._last_position = batch.last_position
         self.stats.transactions += 1
         self.stats.records += batch.record_count
         self._observe(batch.record_count, time.perf_counter() - started, True)
         return None, False
+
+    # ------------------------------------------------------------------------------------------------ health
+
+    def write_health(self) -> WriteHealth:
+        return self._health
+
+    async def check_writes(self, *, probe_interval_s: float = 1.0) -> WriteHealth:
+        """The write health; while writes are failing, first a probe transaction (at most one per
+        ``probe_interval_s``, so a busy ``/readyz`` does not hammer a sick database), which clears the failure when
+        it commits. Never raises."""
+        if self._health.ok or self._closed:
+            return self._health
+        now = time.monotonic()
+        if now - self._last_probe < probe_interval_s:
+            return self._health
+        self._last_probe = now
+        try:
+            await self._batch_writer.probe()
+        except Exception as e:
+            self._write_failed(e)
+            log.warning("storage: probe write failed: %s", describe(e), extra={"throttle": ("storage-probe",)})
+        else:
+            log.info("storage: probe write succeeded; writes work again")
+            self._write_succeeded()
+        return self._health
+
+    def _write_failed(self, e: BaseException) -> None:
+        h = self._health
+        self._health = WriteHealth(
+            ok=False,
+            failing_since_ms=h.failing_since_ms if h.failing_since_ms is not None else int(time.time() * 1000),
+            consecutive_failures=h.consecutive_failures + 1,
+            last_error=_describe_write_error(e),
+        )
+
+    def _write_succeeded(self) -> None:
+        if not self._health.ok:
+            self._health = WriteHealth(ok=True)
 
     def _observe(self, records: int, seconds: float, ok: bool) -> None:
         if self.on_batch is not None:
@@ -419,6 +495,13 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
         for group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation in result
     )
     return out
+
+
+def _describe_write_error(e: BaseException) -> str:
+    """The driver's own words ("database or disk is full", "attempt to write a readonly database"), without the
+    SQLAlchemy wrapping, for the readiness answer."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text[:300]
 
 
 def _is_data_error(e: BaseException) -> bool:

@@ -54,7 +54,20 @@ class PositionConflict(Exception):
 class BatchWriter(Protocol):
     async def write(self, records: Sequence[Record], last_position: int | None) -> BatchRows: ...
 
+    async def probe(self) -> None:
+        """One write transaction that changes nothing (``SqlRecordLog.check_writes``); raises if it fails."""
+
     async def close(self) -> None: ...
+
+
+# A transaction that leaves every value as it was but is still a real write. One no-op UPDATE is not enough on
+# SQLite: it sees the cell unchanged and writes nothing (measured: the WAL does not grow). Moving the counter and
+# back dirties the page, which COMMIT appends to the WAL, so a full disk or a read-only file fails the probe as it
+# fails a batch. (Inside BEGIN IMMEDIATE / a PostgreSQL transaction nobody sees the moved value.)
+_PROBE_SQL = (
+    "UPDATE log_state SET last_position = last_position + 1 WHERE id = 1",
+    "UPDATE log_state SET last_position = last_position - 1 WHERE id = 1",
+)
 
 
 class _Table:
@@ -118,6 +131,10 @@ class SqliteWriter:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._write, records, last_position)
 
+    async def probe(self) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._probe)
+
     async def close(self) -> None:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self._disconnect)
@@ -147,7 +164,17 @@ class SqliteWriter:
             self._conn.close()
             self._conn = None
 
-    def _write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
+    def _probe(self) -> None:
+        conn = self._begin()
+        try:
+            for sql in _PROBE_SQL:
+                conn.execute(sql)
+            conn.execute("COMMIT")
+        except BaseException:
+            self._rollback(conn)
+            raise
+
+    def _begin(self) -> sqlite3.Connection:
         conn = self._conn if self._conn is not None else self._connect()
         self._conn = conn
         try:
@@ -155,14 +182,21 @@ class SqliteWriter:
         except sqlite3.Error:
             self._disconnect()  # locked, or the file went away: the next batch starts from a fresh connection
             raise
+        return conn
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            self._disconnect()  # a connection that cannot roll back is not reused
+
+    def _write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
+        conn = self._begin()
         try:
             batch = self._write_in(conn, records, last_position)
             conn.execute("COMMIT")
         except BaseException:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                self._disconnect()  # a connection that cannot roll back is not reused
+            self._rollback(conn)
             raise
         return batch
 
@@ -269,6 +303,14 @@ class PostgresWriter:
 
     async def close(self) -> None:
         return None
+
+    async def probe(self) -> None:
+        async with self.engine.connect() as sa_conn:
+            raw = await sa_conn.get_raw_connection()
+            conn: Any = raw.driver_connection
+            async with conn.transaction():
+                for sql in _PROBE_SQL:
+                    await conn.execute(sql)
 
     async def write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
         async with self.engine.connect() as sa_conn:

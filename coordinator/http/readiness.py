@@ -1,16 +1,31 @@
-"""``/readyz`` probes: the state is loaded and the storage answers.
+"""``/readyz`` probes: the state is loaded, storage writes succeed and the storage answers.
 
-probe = readiness_probe(lambda: app.loaded, sql_ping(record_log.engine))
+probe = readiness_probe(lambda: app.loaded, sql_ping(record_log.engine), writes=record_log.check_writes)
 create_http_app(..., readiness=probe)
+
+Reachability alone is not readiness: with a full disk or read-only files ``SELECT 1`` succeeds while every write
+fails. ``writes`` (``storage.log.SqlRecordLog.check_writes``) reports the writer's outcome: the last write transaction
+failed, since when and why; while failing it probes with a write of its own, so readiness comes back by itself when
+the storage does, without waiting for a client's commit.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .deps import ReadinessProbe, ReadyState
+
+
+class WriteHealthView(Protocol):
+    @property
+    def ok(self) -> bool: ...
+
+    def describe(self) -> str: ...
+
+
+WriteCheck = Callable[[], Awaitable[WriteHealthView]]
 
 
 def sql_ping(engine: Any) -> Callable[[], Awaitable[None]]:
@@ -25,11 +40,23 @@ def sql_ping(engine: Any) -> Callable[[], Awaitable[None]]:
 
 
 def readiness_probe(
-    loaded: Callable[[], bool], ping: Callable[[], Awaitable[None]] | None = None, *, timeout_s: float = 2.0
+    loaded: Callable[[], bool],
+    ping: Callable[[], Awaitable[None]] | None = None,
+    *,
+    writes: WriteCheck | None = None,
+    timeout_s: float = 2.0,
 ) -> ReadinessProbe:
     async def probe() -> ReadyState:
         if not loaded():
             return ReadyState(False, "loading stored state")
+        if writes is not None:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    health = await writes()
+            except TimeoutError:
+                return ReadyState(False, f"storage write probe did not finish within {timeout_s:g}s")
+            if not health.ok:
+                return ReadyState(False, health.describe())
         if ping is None:
             return ReadyState(True, "loaded")
         try:
@@ -39,6 +66,6 @@ def readiness_probe(
             return ReadyState(False, f"storage did not answer within {timeout_s:g}s")
         except Exception as e:
             return ReadyState(False, f"storage unreachable: {type(e).__name__}: {e}")
-        return ReadyState(True, "loaded; storage reachable")
+        return ReadyState(True, "loaded; storage reachable; writes succeed" if writes else "loaded; storage reachable")
 
     return probe

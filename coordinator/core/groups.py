@@ -89,9 +89,32 @@ class GroupManager(RebalanceEngine):
             return reply
         try:
             self._join(req, reply)
-        finally:
             self._flush()
+        except Exception as exc:
+            self._contain(req.group_id, self._subject_of(req.group_id, req.member_id, reply), "JoinGroup", exc)
+            reply.resolve(
+                JoinGroupResult(error=self._fault_error(req.group_id, req.member_id), member_id=req.member_id)
+            )
         return reply
+
+    def _subject_of(self, group_id: str, member_id: str, reply: Deferred[JoinGroupResult]) -> str | None:
+        """The member a failed JoinGroup was about: its id, or the new member the request had just added."""
+        if member_id:
+            return member_id
+        group = self._groups.get(group_id)
+        if group is not None:
+            for member in group.members.values():
+                if member.join_reply is reply:
+                    return member.member_id
+        return None
+
+    def _fault_error(self, group_id: str, member_id: str) -> ErrorCode:
+        """What a request that raised is answered: errors on which a real client rejoins rather than gives up
+        (the Java consumer treats UNKNOWN_SERVER_ERROR in Join/Sync/Heartbeat as fatal to its poll)."""
+        group = self._groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return _UNKNOWN_MEMBER_ID
+        return _REBALANCE_IN_PROGRESS
 
     def _join(self, req: JoinGroupRequest, reply: Deferred[JoinGroupResult]) -> None:
         now = self._clock.now_ms()
@@ -332,6 +355,26 @@ class GroupManager(RebalanceEngine):
         reply: Deferred[JoinGroupResult],
         error: ErrorCode | None,
     ) -> None:
+        try:
+            self._static_member_written(
+                group, instance_id, old_member_id, new_member, saved, previous_leader, api_version, reply, error
+            )
+        except Exception as exc:
+            self._contain(group, new_member.member_id, "static member write completion", exc)
+            reply.resolve(JoinGroupResult(error=self._fault_error(group.group_id, new_member.member_id)))
+
+    def _static_member_written(
+        self,
+        group: ClassicGroup,
+        instance_id: str,
+        old_member_id: str,
+        new_member: Member,
+        saved: tuple[list[tuple[str, bytes]], int, int],
+        previous_leader: str | None,
+        api_version: int,
+        reply: Deferred[JoinGroupResult],
+        error: ErrorCode | None,
+    ) -> None:
         new_member_id = new_member.member_id
         live = self._is_current(group) and group.members.get(new_member_id) is new_member
         if error is not None:
@@ -376,6 +419,13 @@ class GroupManager(RebalanceEngine):
 
     # ============================================================================================== SyncGroup
     def sync_group(self, req: SyncGroupRequest) -> Deferred[SyncGroupResult]:
+        try:
+            return self._sync(req)
+        except Exception as exc:
+            self._contain(req.group_id, req.member_id, "SyncGroup", exc)
+            return resolved(SyncGroupResult(error=self._fault_error(req.group_id, req.member_id)))
+
+    def _sync(self, req: SyncGroupRequest) -> Deferred[SyncGroupResult]:
         if not req.group_id:
             return resolved(SyncGroupResult(error=_INVALID_GROUP_ID))
         group = self._groups.get(req.group_id)
@@ -431,6 +481,19 @@ class GroupManager(RebalanceEngine):
         leader: Member,
         error: ErrorCode | None,
     ) -> None:
+        try:
+            self._assignment_written(group, generation_id, assignments, leader, error)
+        except Exception as exc:
+            self._contain(group, None, "assignment write completion", exc)
+
+    def _assignment_written(
+        self,
+        group: ClassicGroup,
+        generation_id: int,
+        assignments: dict[str, bytes],
+        leader: Member,
+        error: ErrorCode | None,
+    ) -> None:
         # Another member may have joined (or left) while the write was in flight: only act on the same
         # generation still waiting for its assignment.
         if not self._is_current(group) or group.state is not COMPLETING_REBALANCE:
@@ -461,37 +524,48 @@ class GroupManager(RebalanceEngine):
 
     def heartbeat_fields(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> ErrorCode:
         """``heartbeat`` without the request object (the server's Heartbeat path builds none)."""
-        if not group_id:  # checked first: OffsetCommit may create a simple group with the empty id
-            return _INVALID_GROUP_ID
-        group = self._groups.get(group_id)
-        if group is None:  # H1
-            return _UNKNOWN_MEMBER_ID
-        state = group.state
-        if state is DEAD:  # H2
-            return _COORDINATOR_NOT_AVAILABLE
-        if instance_id is not None:  # H3 (validateMember, inlined)
-            mapped = group.static_members.get(instance_id)
-            if mapped is None:
+        try:  # free unless it raises (zero-cost exceptions); the hot path stays as it was
+            if not group_id:  # checked first: OffsetCommit may create a simple group with the empty id
+                return _INVALID_GROUP_ID
+            group = self._groups.get(group_id)
+            if group is None:  # H1
                 return _UNKNOWN_MEMBER_ID
-            if mapped != member_id:
-                return _FENCED_INSTANCE_ID
-        member = group.members.get(member_id)
-        if member is None:
-            return _UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:  # H4
-            return _ILLEGAL_GENERATION
-        if state is EMPTY:  # H5 (unreachable: an Empty group has no members)
-            return _UNKNOWN_MEMBER_ID
-        # No timer call: the member's armed session timer finds the later deadline when it fires (_expire_member).
-        now = self._clock.monotonic_ms()
-        member.last_heartbeat_monotonic_ms = now
-        deadline = member.session_deadline_monotonic_ms = now + member.session_timeout_ms
-        if deadline < member.session_timer_monotonic_ms:  # armed for longer (new-member join timeout): bring it in
-            self._schedule_session(member)
-        return _REBALANCE_IN_PROGRESS if state is PREPARING_REBALANCE else _NONE  # H6 / H7, H8
+            state = group.state
+            if state is DEAD:  # H2
+                return _COORDINATOR_NOT_AVAILABLE
+            if instance_id is not None:  # H3 (validateMember, inlined)
+                mapped = group.static_members.get(instance_id)
+                if mapped is None:
+                    return _UNKNOWN_MEMBER_ID
+                if mapped != member_id:
+                    return _FENCED_INSTANCE_ID
+            member = group.members.get(member_id)
+            if member is None:
+                return _UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:  # H4
+                return _ILLEGAL_GENERATION
+            if state is EMPTY:  # H5 (unreachable: an Empty group has no members)
+                return _UNKNOWN_MEMBER_ID
+            # No timer call: the member's armed session timer finds the later deadline when it fires (_expire_member).
+            now = self._clock.monotonic_ms()
+            member.last_heartbeat_monotonic_ms = now
+            deadline = member.session_deadline_monotonic_ms = now + member.session_timeout_ms
+            if deadline < member.session_timer_monotonic_ms:  # armed for longer (new-member join timeout): bring it in
+                self._schedule_session(member)
+            return _REBALANCE_IN_PROGRESS if state is PREPARING_REBALANCE else _NONE  # H6 / H7, H8
+        except Exception as exc:
+            self._contain(group_id, member_id, "Heartbeat", exc)
+            return self._fault_error(group_id, member_id)
 
     # ============================================================================================= LeaveGroup
     def leave_group(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResult]:
+        try:
+            return self._leave(req)
+        except Exception as exc:
+            self._contain(req.group_id, None, "LeaveGroup", exc)
+            return resolved(LeaveGroupResult(error=ErrorCode.unknown_server_error))
+
+    def _leave(self, req: LeaveGroupRequest) -> Deferred[LeaveGroupResult]:
         if not req.group_id:
             return resolved(LeaveGroupResult(error=_INVALID_GROUP_ID))
         group = self._groups.get(req.group_id)
@@ -550,6 +624,13 @@ class GroupManager(RebalanceEngine):
 
     def remove_static_member(self, group_id: str, group_instance_id: str, reason: str | None) -> Deferred[ErrorCode]:
         """Operator action: remove the holder of ``group_instance_id`` (like LeaveGroup by instance id)."""
+        try:
+            return self._remove_static_member(group_id, group_instance_id, reason)
+        except Exception as exc:
+            self._contain(group_id, None, "removal of a static member", exc)
+            return resolved(ErrorCode.unknown_server_error)
+
+    def _remove_static_member(self, group_id: str, group_instance_id: str, reason: str | None) -> Deferred[ErrorCode]:
         group = self._groups.get(group_id)
         if group is None or group.state is DEAD:
             return resolved(ErrorCode.group_id_not_found)

@@ -15,6 +15,13 @@ Rules of this module:
   re-validate when they fire (the group is still the registered one, not Dead, same generation for ``sync-``,
   member still present): stale timers are normal (§16.2).
 * Nothing here reads the wall clock or sleeps; logging is lazy (%-style arguments).
+* A fault stays in its group. Every entry point (request handler, timer operation, log callback) catches what it
+  raises and hands it to ``_contain``: the records already emitted are flushed (they describe changes already made
+  in memory), the member the operation was about is removed, the group's derived bookkeeping is rebuilt from its
+  members and a fresh rebalance starts; if even that raises, the group is reset to Empty (every member answered
+  UNKNOWN_MEMBER_ID so that it rejoins, an Empty GroupMetadataRecord written so that a replay agrees). The fault is
+  logged once, with the group id, at WARNING (throttled per group): the input came from a client. The try blocks
+  cost nothing when nothing raises (CPython 3.11 zero-cost exceptions).
 """
 
 from __future__ import annotations
@@ -96,6 +103,7 @@ class RebalanceEngine:
         self._groups: dict[str, ClassicGroup] = {}
         self._batch: list[Record] = []
         self._batch_done: list[OnDone] = []
+        self.faults = 0  # operations that raised and were contained (tests assert none happen)
 
     # ------------------------------------------------------------------------------------------- record batches
     def _emit(self, record: Record) -> None:
@@ -182,6 +190,12 @@ class RebalanceEngine:
 
     def _expire_member(self, group: ClassicGroup, member_id: str) -> None:
         """Session (heartbeat) expiry of a member or a pending MEMBER_ID_REQUIRED id (§5.4)."""
+        try:
+            self._expire_member_now(group, member_id)
+        except Exception as exc:
+            self._contain(group, member_id, "session expiry", exc)
+
+    def _expire_member_now(self, group: ClassicGroup, member_id: str) -> None:
         if not self._is_current(group):
             return
         if member_id in group.pending_join_members:
@@ -319,6 +333,12 @@ class RebalanceEngine:
 
     def _on_initial_join_timer(self, group: ClassicGroup, delay: int, remaining: int) -> None:
         """The initial rebalance delay (§5.2): extend while new members keep arriving, up to the rebalance timeout."""
+        try:
+            self._initial_join_timer_now(group, delay, remaining)
+        except Exception as exc:
+            self._contain(group, None, "initial join timer", exc)
+
+    def _initial_join_timer_now(self, group: ClassicGroup, delay: int, remaining: int) -> None:
         if not self._is_current(group) or group.state is not PREPARING_REBALANCE:
             return
         if group.new_member_added and remaining != 0:
@@ -345,10 +365,13 @@ class RebalanceEngine:
         self._timer.schedule(join_key(group.group_id), group.rebalance_timeout_ms(), op)
 
     def _on_join_timer(self, group: ClassicGroup) -> None:
-        if not self._is_current(group) or group.state is not PREPARING_REBALANCE:
-            return
-        self._complete_join(group)
-        self._flush()
+        try:
+            if not self._is_current(group) or group.state is not PREPARING_REBALANCE:
+                return
+            self._complete_join(group)
+            self._flush()
+        except Exception as exc:
+            self._contain(group, None, "join timer", exc)
 
     def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
         """Complete now only outside the initial rebalance and once every member rejoined."""
@@ -441,6 +464,12 @@ class RebalanceEngine:
 
     def _on_sync_timer(self, group: ClassicGroup, generation_id: int) -> None:
         """Members that got their JoinGroup response but never sent SyncGroup are removed (§5.5)."""
+        try:
+            self._sync_timer_now(group, generation_id)
+        except Exception as exc:
+            self._contain(group, None, "sync timer", exc)
+
+    def _sync_timer_now(self, group: ClassicGroup, generation_id: int) -> None:
         if not self._is_current(group) or group.generation_id != generation_id:
             return
         if group.state not in (COMPLETING_REBALANCE, STABLE) or not group.pending_sync_members:
@@ -515,8 +544,135 @@ class RebalanceEngine:
             )
         )
 
+    # -------------------------------------------------------------------------------------------- fault isolation
+    def _contain(self, group: ClassicGroup | str, member_id: str | None, what: str, exc: Exception) -> None:
+        """An entry point of ``group`` raised ``exc``: leave the group in a state it can leave (see the module rules).
+
+        ``member_id`` names the member the operation was about (None for a group timer); it is removed. Never
+        raises: a fault must not reach the listener, the timer or the log that called us.
+        """
+        self.faults += 1
+        group_id = group if isinstance(group, str) else group.group_id
+        log.warning(
+            "[group=%s] %s failed (%s: %s); removing member %s and restarting the rebalance",
+            group_id,
+            what,
+            type(exc).__name__,
+            exc,
+            member_id,
+            exc_info=exc,
+            extra={"throttle": ("group-fault", group_id)},
+        )
+        try:
+            # The records so far describe changes already made in memory: write them, so memory and log agree.
+            self._flush()
+        except Exception:
+            self._batch, self._batch_done = [], []
+        live = self._groups.get(group_id)
+        if live is None or live.state is DEAD or (not isinstance(group, str) and live is not group):
+            return
+        try:
+            self._repair(live, member_id)
+            self._flush()
+        except Exception as again:
+            log.warning(
+                "[group=%s] recovery failed (%s: %s); resetting the group to Empty",
+                group_id,
+                type(again).__name__,
+                again,
+                extra={"throttle": ("group-fault", group_id)},
+            )
+            self._batch, self._batch_done = [], []
+            self._reset_to_empty(live)
+            try:
+                self._flush()
+            except Exception:
+                self._batch, self._batch_done = [], []
+
+    def _repair(self, group: ClassicGroup, member_id: str | None) -> None:
+        """Remove the offender, rebuild the derived bookkeeping from the members, and rebalance."""
+        if member_id:
+            offender = group.members.get(member_id)
+            if offender is not None:
+                self._remove_member(group, offender, RemovalCause.INTERNAL_ERROR)
+            elif member_id in group.pending_join_members:
+                self._remove_pending_member(group, member_id)
+        # Members that could never take part in a protocol selection go too (no protocol, another protocol type).
+        unfit = [
+            m for m in group.members.values() if not m.protocols or (m.protocol_type or None) != group.protocol_type
+        ]
+        for member in unfit:
+            self._remove_member(group, member, RemovalCause.INTERNAL_ERROR)
+        _rebuild_bookkeeping(group)
+        if group.members and not group.candidate_protocols():
+            raise RuntimeError("the remaining members share no protocol")
+        if not group.members and group.state is not PREPARING_REBALANCE:
+            if group.state is not EMPTY:
+                self._prepare_rebalance(group, RebalanceCause.INTERNAL_ERROR)
+            return
+        if group.state is not PREPARING_REBALANCE:
+            self._prepare_rebalance(group, RebalanceCause.INTERNAL_ERROR)
+            return
+        self._cancel_pending_sync(group)
+        if group.has_all_members_joined():
+            self._complete_join(group)
+        else:
+            self._schedule_join_timer(group)
+
+    def _reset_to_empty(self, group: ClassicGroup) -> None:
+        """The last resort: every member out (answered UNKNOWN_MEMBER_ID, so it rejoins), Empty, a new generation.
+
+        Written without the transition table or any helper that could raise again.
+        """
+        now = self._clock.now_ms()
+        for key in (join_key(group.group_id), sync_key(group.group_id)):
+            self._timer.cancel(key)
+        for member_id in list(group.members) + list(group.pending_join_members):
+            self._timer.cancel(heartbeat_key(group.group_id, member_id))
+        for member in group.members.values():
+            join_reply, sync_reply = member.join_reply, member.sync_reply
+            member.join_reply = member.sync_reply = None
+            try:
+                if join_reply is not None:
+                    join_reply.resolve(JoinGroupResult(error=ErrorCode.unknown_member_id))
+                if sync_reply is not None:
+                    sync_reply.resolve(SyncGroupResult(error=ErrorCode.unknown_member_id))
+            except Exception:
+                log.warning("[group=%s] a parked reply raised when answered", group.group_id, exc_info=True)
+            self._emit_member_removed(group, member, RemovalCause.INTERNAL_ERROR, None, now)
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_join_members.clear()
+        group.pending_sync_members.clear()
+        group.supported_protocols.clear()
+        group.num_members_awaiting_join = 0
+        group.leader_id = None
+        group.protocol_name = None
+        group.subscribed_topics = None
+        group.new_member_added = False
+        group.generation_id += 1
+        group.previous_state, group.state, group.state_timestamp_ms = group.state, EMPTY, now
+        self._emit(self._group_metadata_record(group, now))
+        self._on_durable(partial(self._warn_on_failure, group.group_id, "reset group metadata"))
+
     # ---------------------------------------------------------------------------------------------- helpers
     @staticmethod
     def _warn_on_failure(group_id: str, what: str, error: ErrorCode | None) -> None:
         if error is not None:
             log.warning("[group=%s] failed to write %s: %s", group_id, what, error.name)
+
+
+def _rebuild_bookkeeping(group: ClassicGroup) -> None:
+    """Recompute what ``ClassicGroup`` derives from its members (counts, static map, leader, pending syncs)."""
+    group.supported_protocols.clear()
+    for member in group.members.values():
+        for name in dict.fromkeys(name for name, _ in member.protocols):
+            group.supported_protocols[name] += 1
+    group.num_members_awaiting_join = sum(1 for m in group.members.values() if m.join_reply is not None)
+    group.static_members = {
+        m.group_instance_id: m.member_id for m in group.members.values() if m.group_instance_id is not None
+    }
+    group.pending_join_members -= group.members.keys()
+    group.pending_sync_members &= group.members.keys()
+    if group.leader_id not in group.members:
+        group.leader_id = next(iter(group.members), None)

@@ -35,6 +35,7 @@ class RebalanceCause(StrEnum):
     SYNC_WRITE_FAILED = "sync_write_failed"  # the leader's assignment could not be persisted
     GROUP_TOO_LARGE = "group_too_large"  # on load, more members than group.max.size
     ADMIN_ACTION = "admin_action"  # an operator removed a member through the admin API
+    INTERNAL_ERROR = "internal_error"  # an operation on the group raised and was contained (fault isolation)
 
 
 class RemovalCause(StrEnum):
@@ -48,6 +49,7 @@ class RemovalCause(StrEnum):
     FENCED = "fenced"  # static member replaced by a new member id with the same group.instance.id
     GROUP_MAX_SIZE = "group_max_size"
     GROUP_DELETED = "group_deleted"
+    INTERNAL_ERROR = "internal_error"  # the member's operation raised; it was removed so the group goes on
 
 
 class OffsetRemovalCause(StrEnum):

@@ -7,10 +7,16 @@ Stable or Empty, and the records written agree with memory.
 
 from __future__ import annotations
 
-from coordinator.core.group import GroupState
+import logging
+
+import pytest
+
+from coordinator.core.group import ClassicGroup, GroupState
+from coordinator.core.groups import GroupManager
+from coordinator.core.records import GroupMetadataRecord, GroupTombstone
 from protocol.errors import ErrorCode
 from tests.core.clients import Client, settle
-from tests.core.conftest import Env, form_stable_group, join_new
+from tests.core.conftest import Env, form_stable_group, join, join_new, make_env, uuid_counter
 
 S = GroupState
 E = ErrorCode
@@ -43,3 +49,103 @@ def test_duplicate_protocol_names_alone_in_a_group(env: Env) -> None:
     assert env.group("squat").state is S.EMPTY
     # the group's real consumers can now have it
     form_stable_group(env, "squat")
+
+
+# ------------------------------------------------------------------------------------------------ the guard
+class FaultyGroupManager(GroupManager):
+    """A GroupManager with a planted bug, to check the guard at the entry points (the guard is under test)."""
+
+    fail_join_of: str | None = None  # client id whose MemberJoined history record raises
+    fail_complete_join = 0  # how many join-phase completions raise
+    fail_repair = False
+
+    def _emit_member_joined(self, group, member, now):  # type: ignore[no-untyped-def]
+        super()._emit_member_joined(group, member, now)
+        if member.client_id == self.fail_join_of:
+            raise ValueError("planted fault in JoinGroup")
+
+    def _complete_join(self, group):  # type: ignore[no-untyped-def]
+        if self.fail_complete_join:
+            self.fail_complete_join -= 1
+            raise ValueError("planted fault at the end of the join phase")
+        super()._complete_join(group)
+
+    def _repair(self, group, member_id):  # type: ignore[no-untyped-def]
+        if self.fail_repair:
+            raise ValueError("planted fault in the repair")
+        super()._repair(group, member_id)
+
+
+def faulty_env(**config: int) -> tuple[Env, FaultyGroupManager]:
+    env = make_env(**config)
+    gm = FaultyGroupManager(env.config, env.clock, env.timer, env.log, new_uuid=uuid_counter())
+    env.gm = gm
+    return env, gm
+
+
+def replayed(env: Env, group_id: str = "g") -> ClassicGroup | None:
+    fresh = make_env()
+    for record in env.records(GroupMetadataRecord, GroupTombstone):
+        fresh.gm.replay(record)
+    return fresh.gm.group(group_id)
+
+
+def test_a_join_that_raises_removes_that_member_and_the_group_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    env, gm = faulty_env()
+    clients = [Client(env, "g", f"c{i}") for i in range(2)]
+    settle(env, "g", clients)
+    gm.fail_join_of = "evil"
+    with caplog.at_level(logging.WARNING, logger="coordinator.group"):
+        reply = join_new(gm, "g", client_id="evil")
+    assert reply.result().error is E.unknown_member_id  # a real client would rejoin, not give up
+    assert gm.faults == 1
+    assert not any(m.client_id == "evil" for m in env.group().members.values())
+    assert env.group().state is S.PREPARING_REBALANCE
+    (line,) = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert line.levelno == logging.WARNING and line.getMessage().startswith("[group=g] JoinGroup failed")
+    settle(env, "g", clients)
+    assert gm.faults == 1
+    group = replayed(env)
+    assert group is not None and set(group.members) == set(env.group().members)
+
+
+def test_a_join_phase_that_raises_restarts_the_rebalance() -> None:
+    env, gm = faulty_env()
+    clients = [Client(env, "g", f"c{i}") for i in range(2)]
+    settle(env, "g", clients)
+    gm.fail_complete_join = 1
+    clients[0].rejoin()  # the leader forces a rebalance; the join phase raises when the follower rejoins
+    settle(env, "g", clients)
+    assert gm.faults == 1 and env.group().state is S.STABLE
+
+
+def test_a_group_whose_repair_also_raises_is_reset_to_empty_and_refilled() -> None:
+    env, gm = faulty_env()
+    clients = [Client(env, "g", f"c{i}") for i in range(2)]
+    settle(env, "g", clients)
+    generation = env.group().generation_id
+    gm.fail_complete_join = 1
+    gm.fail_repair = True
+    parked = join(gm, "g", clients[0].member_id)
+    clients[0].join_reply = parked
+    follower = join(gm, "g", clients[1].member_id)  # everyone rejoined: the join phase completes and raises
+    assert gm.faults == 1
+    assert parked.result().error is E.unknown_member_id and follower.result().error is E.unknown_member_id
+    group = env.group()
+    assert group.state is S.EMPTY and not group.members and group.generation_id == generation + 1
+    again = replayed(env)
+    assert again is not None and again.state is S.EMPTY and again.generation_id == group.generation_id
+    gm.fail_repair = False
+    clients[1].join_reply = follower
+    settle(env, "g", clients)
+    assert gm.faults == 1
+
+
+def test_a_timer_fault_does_not_escape_to_the_timer() -> None:
+    env, gm = faulty_env()
+    reply = join_new(gm, "g", client_id="c0")
+    gm.fail_complete_join = 1
+    env.advance(3_000)  # the initial delay ends: its operation raises inside the timer
+    assert gm.faults == 1
+    assert reply.done or env.group().state is S.PREPARING_REBALANCE
+    settle(env, "g", [])  # the lone member never comes back

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import signal
 import sys
@@ -129,6 +130,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"kgc: configuration error: {message}", file=sys.stderr)
         return 2
     setup_logging(settings.log.level, settings.log.format)
+    # A fatal signal (SIGSEGV, SIGBUS from a mapped file, SIGABRT from native code) cannot be caught, but it must not
+    # kill the daemon without a word: Python writes the signal and every thread's stack to stderr first.
+    faulthandler.enable()
     try:
         _run(serve(settings))
     except (OSError, StorageError) as exc:

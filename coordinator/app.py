@@ -68,10 +68,20 @@ class App:
             observe_request=self.metrics.observe_request,
         )
         self.server = KafkaServer(
-            self.services, host=k.host, port=k.port, max_frame_size=k.max_frame_size, max_inflight=k.max_inflight
+            self.services,
+            host=k.host,
+            port=k.port,
+            max_frame_size=k.max_frame_size,
+            max_inflight=k.max_inflight,
+            queued_max_request_bytes=k.queued_max_request_bytes,
+            connections_max_idle_ms=k.connections_max_idle_ms,
+            max_connections=k.max_connections,
+            max_connections_per_ip=k.max_connections_per_ip,
+            max_connections_per_ip_overrides=k.max_connections_per_ip_overrides,
         )
         server = self.server
         self.metrics.count_untimed_requests(int(ApiKey.HEARTBEAT), lambda: server.untimed_heartbeats)
+        self.metrics.watch_connections(server.stats)
         self.loaded = False
         self.http: HttpServer | None = None
         self._background: list[asyncio.Task[Any]] = []
@@ -85,7 +95,11 @@ class App:
             return cls(settings, clock=clock, metrics=metrics)
         from storage.log import SqlRecordLog  # storage is optional for in-memory runs
 
-        record_log = await SqlRecordLog.open(s.url, data_dir=s.data_dir, on_batch=metrics.observe_storage_write)
+        # exclusive: one daemon per SQLite database, which must be writable (storage.lock), checked before the
+        # Kafka listener opens; a refusal is a StorageError naming the other daemon or the unwritable file.
+        record_log = await SqlRecordLog.open(
+            s.url, data_dir=s.data_dir, on_batch=metrics.observe_storage_write, exclusive=True
+        )
         return cls(settings, record_log=record_log, clock=clock, metrics=metrics)
 
     @property

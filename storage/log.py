@@ -59,6 +59,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from coordinator.core.log import OnDone
@@ -68,6 +69,7 @@ from protocol.errors import ErrorCode
 from . import models as m
 from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
 from .errors import StorageError, describe
+from .lock import DatabaseLock, claim_sqlite_database
 from .models import table
 from .queries import StorageQueries
 from .writers import BatchWriter, PositionConflict, writer_for
@@ -141,7 +143,7 @@ class SqlRecordLog:
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._health = WriteHealth(ok=True)
         self._last_probe = 0.0  # time.monotonic() of the last probe transaction
-        self._lock: Any = None  # storage.lock.DataDirLock of an embedded SQLite database, released on close
+        self._lock: DatabaseLock | None = None  # an embedded SQLite database's (open(exclusive=True)); see close()
 
     # ------------------------------------------------------------------------------------------------ life cycle
 
@@ -155,15 +157,22 @@ class SqlRecordLog:
         run_migrations: bool = True,
         max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
         on_batch: BatchObserver | None = None,
+        exclusive: bool = False,
         **engine_options: Any,
     ) -> SqlRecordLog:
         """Create the engine (SQLite file under ``data_dir`` unless ``url``), migrate the schema, start the writer.
 
-        Raises ``StorageError`` if the database cannot be reached or migrated."""
+        ``exclusive`` (the daemon): an SQLite database must be writable by this process and is locked for it until
+        ``close()`` (``storage.lock``), before anything opens it; a second ``open`` elsewhere then fails with
+        ``DatabaseInUse`` naming the holder. Raises ``StorageError`` if the database cannot be claimed, reached or
+        migrated."""
         target = database_url(url, data_dir)
+        lock = _claim(target) if exclusive else None
         try:
             engine = create_engine(target, schema=schema, **engine_options)
         except Exception as e:
+            if lock is not None:
+                lock.release()
             raise StorageError(f"cannot set up the database engine: {describe(e)}") from e
         if run_migrations:
             # A migration may rewrite a big table: no statement timeout there (the writer's engine keeps one).
@@ -172,6 +181,8 @@ class SqlRecordLog:
                 await migrate(migrator)
             except Exception as e:
                 await engine.dispose()
+                if lock is not None:
+                    lock.release()
                 raise StorageError(f"cannot prepare the database schema: {describe(e)}") from e
             finally:
                 await migrator.dispose()
@@ -185,7 +196,10 @@ class SqlRecordLog:
             )
         except StorageError:
             await engine.dispose()
+            if lock is not None:
+                lock.release()
             raise
+        record_log._lock = lock
         record_log.start()
         return record_log
 
@@ -495,6 +509,16 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
         for group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation in result
     )
     return out
+
+
+def _claim(url: str) -> DatabaseLock | None:
+    """The lock of an SQLite database file (after checking it is writable); None for a server database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    if parsed.database.startswith("file:"):
+        return None  # a URI filename: writer_for refuses it with its own message
+    return claim_sqlite_database(parsed.database)
 
 
 def _describe_write_error(e: BaseException) -> str:

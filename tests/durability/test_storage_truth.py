@@ -4,6 +4,10 @@
   gets COORDINATOR_NOT_AVAILABLE, ``/readyz`` answers 503 with the reason, the failed writes are not logged once
   each, and when space returns the daemon recovers by itself (``/readyz`` 200 through its probe write, then a
   commit succeeds). Needs root (``mount -t tmpfs``); skipped elsewhere, failed under CI.
+* One daemon per SQLite database: a second daemon on the same data directory exits non-zero before it opens its
+  Kafka port, naming the first one's pid; the first one carries on; after a SIGKILL the restart is not blocked.
+* An unwritable ``-shm`` (or database, or ``-wal``): the start fails with a message naming the file. Root ignores
+  file modes, so the test makes the file immutable (``chattr +i``), which refuses writes to root too.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.daemon import Daemon
+from tests.e2e.daemon import DEFAULT_ARGS, ROOT, Daemon
 from tests.e2e.helpers import wait_for
 from tests.server.wire import WireClient, build_request
 
@@ -123,3 +127,79 @@ def test_readyz_during_full_disk(tmp_path: Path) -> None:
     # 20 refused commits: the throttle writes a few lines per cause and a summary, never one per commit.
     assert 1 <= len(failed_writes) <= 5, failed_writes
     assert "level=error" not in logged, logged[-3000:]
+
+
+def run_to_exit(daemon: Daemon, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Start ``daemon``'s command line in the foreground and wait for it to exit (a start that must fail)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KGC_")}
+    return subprocess.run(
+        daemon.args(), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def stored_offset(daemon: Daemon, group: str) -> int | None:
+    with urllib.request.urlopen(f"{daemon.http_url}/v1/groups/{group}/offsets", timeout=5) as resp:
+        offsets = json.load(resp)["offsets"]
+    return next((o["offset"] for o in offsets if (o["topic"], o["partition"]) == (TOPIC, 0)), None)
+
+
+def test_second_daemon_on_the_same_database_is_refused(tmp_path: Path) -> None:
+    first = Daemon(tmp_path / "first", topics=DAEMON_TOPICS)
+    data_dir = first.workdir / "data"
+    # The same --data-dir as the first (the last --data-dir on the command line wins).
+    second = Daemon(tmp_path / "second", topics=DAEMON_TOPICS, extra_args=(*DEFAULT_ARGS, "--data-dir", str(data_dir)))
+    first.start()
+    try:
+        assert commit(first, "locked", 7) == 0
+        assert first.process is not None
+        refused = run_to_exit(second)
+        output = refused.stdout + refused.stderr
+        assert refused.returncode != 0, output
+        assert "in use by another coordinator" in output and f"pid {first.process.pid} " in output, output
+        assert "kafka listener started" not in output, output  # refused before the Kafka port opened
+        assert "level=error" in output and output.count("Traceback") == 0, output
+        # The first daemon is untouched and still writes.
+        assert commit(first, "locked", 8) == 0
+        assert readyz(first.http_url)[0] == 200
+
+        first.kill()  # SIGKILL: the kernel drops the lock with the process; the restart is not blocked
+        first.start()
+        wait_for(lambda: readyz(first.http_url)[0] == 200, 30, "ready after the restart")
+        assert stored_offset(first, "locked") == 8
+        assert commit(first, "locked", 9) == 0
+    finally:
+        first.stop()
+    # Once the first daemon has stopped, the second may have the database.
+    second.start()
+    try:
+        wait_for(lambda: readyz(second.http_url)[0] == 200, 30, "second daemon ready once the first stopped")
+        assert stored_offset(second, "locked") == 9
+    finally:
+        second.stop()
+
+
+@pytest.mark.parametrize("suffix", ["-shm", "", "-wal"])
+def test_unwritable_database_files_fail_the_start(tmp_path: Path, suffix: str) -> None:
+    daemon = Daemon(tmp_path, topics=DAEMON_TOPICS)
+    daemon.start()
+    assert commit(daemon, "immutable", 1) == 0
+    daemon.kill()  # leaves coordinator.db-wal and -shm behind, as after any crash
+    target = tmp_path / "data" / f"coordinator.db{suffix}"
+    assert target.exists(), sorted(p.name for p in target.parent.iterdir())
+    if subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode != 0:
+        _skip_or_fail(f"cannot make {target} immutable (chattr +i needs root and a file system that supports it)")
+    try:
+        refused = run_to_exit(daemon)
+    finally:
+        subprocess.run(["chattr", "-i", str(target)], check=True)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode != 0, output
+    assert f"cannot open {target} for writing" in output, output
+    assert "kafka listener started" not in output, output
+    # Writable again: the daemon starts and has the commit.
+    daemon.start()
+    try:
+        wait_for(lambda: readyz(daemon.http_url)[0] == 200, 30, "ready once the file is writable")
+        assert stored_offset(daemon, "immutable") == 1
+    finally:
+        daemon.stop()

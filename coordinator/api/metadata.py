@@ -1,90 +1,295 @@
 """Metadata (3), v0-12: this node is the only broker, the controller and the leader of every partition.
 
 Requested topics that do not exist are created when ``auto.create.topics.enable`` is on and the request allows it
-(v4+ ``allow_auto_topic_creation``), else answered with UNKNOWN_TOPIC_OR_PARTITION. A topic asked for by id only
-(KIP-848 clients, v10+) is resolved through the registry; an unknown id gets UNKNOWN_TOPIC_ID. ``topics = null`` (v1+)
-means every topic; v0's empty list means every topic too.
+(v4+ ``allow_auto_topic_creation``), within the registry's limits (``coordinator.topics.AutoCreateLimits``); a topic
+not created is answered with UNKNOWN_TOPIC_OR_PARTITION, an illegal name with INVALID_TOPIC_EXCEPTION, as Kafka does.
+``topics = null`` (v1+) means every topic; v0's empty list means every topic too. Names asked for twice are answered
+once (Kafka reads them as a set).
+
+Topic ids, as ``KafkaApis.handleTopicMetadataRequest`` does: in v10-11 a null name or a non-zero id is an invalid
+request (every topic answered with INVALID_REQUEST, a null name as ""); in v12, if any topic has a non-zero id the
+request is answered by id only (unknown ids with UNKNOWN_TOPIC_ID and a null name, first), names being ignored.
+
+Encoding. A Metadata answer for every topic is the biggest thing a client can ask for (24 MB for 100,000 topics of
+a few partitions), and kio builds it at about 20 us a topic: two seconds of a frozen event loop per request. So the
+answer is encoded here, not through kio: each topic's entry once per version family (the versions whose entries are
+the same bytes) and kept until that topic changes (``TopicRegistry.on_change``); an answer is the response's fixed
+head and tail (encoded by kio, once per version and node) around the joined entries; and the answer for every topic
+is kept per version for the registry's current ``generation``, so a repeated request costs one copy with its
+correlation id. Whatever still has to be encoded is encoded in slices of ``SLICE_SECONDS`` that yield to the loop
+(the handler then returns a coroutine, which the server parks): no request holds the loop for long, and concurrent
+requests for every topic share one build. tests/api/test_large_responses.py checks the bytes against kio's for every
+version.
 """
 
 from __future__ import annotations
 
+import asyncio
+import struct
 import uuid
+import weakref
+from collections.abc import Generator, Sequence
+from time import perf_counter
 from typing import Any
 
-from coordinator.topics import Topic, is_legal_topic_name
+from coordinator.topics import Topic, TopicRegistry, is_legal_topic_name
+from protocol.codec import encode_response
 from protocol.errors import ErrorCode
+from protocol.headers import RequestHeader
 
 from ._util import response_cls
 from .build import build
-from .context import RequestContext, Services
+from .context import Node, RequestContext, Services
 
 _NULL_UUID = uuid.UUID(int=0)
+_NOT_REQUESTED = -(2**31)  # topic_authorized_operations when the client did not ask for them
+SLICE_SECONDS = 0.005  # longest an encoding step runs before it yields to the event loop
+
+# Metadata versions whose topic entries encode to the same bytes (for a non-null name): v1 adds is_internal, v5
+# offline_replicas, v7 leader_epoch, v8 topic_authorized_operations, v9 is flexible, v10 adds topic_id.
+FAMILY = (0, 1, 1, 1, 1, 5, 5, 7, 8, 9, 10, 10, 10)
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+_NOT_REQUESTED_BYTES = _I32.pack(_NOT_REQUESTED)
 
 
-def _topic_entry(topic: Topic, node_id: int) -> dict[str, Any]:
-    return {
-        "error_code": ErrorCode.none,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": False,
-        "partitions": [
-            {
-                "error_code": ErrorCode.none,
-                "partition_index": p,
-                "leader_id": node_id,
-                "leader_epoch": 0,
-                "replica_nodes": (node_id,),
-                "isr_nodes": (node_id,),
-                "offline_replicas": (),
-            }
-            for p in range(topic.partitions)
-        ],
-    }
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
-def _error_entry(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> dict[str, Any]:
-    return {
-        "error_code": error,
-        "name": name,
-        "topic_id": topic_id or _NULL_UUID,
-        "is_internal": False,
-        "partitions": [],
-    }
+def _array_length(flexible: bool, n: int) -> bytes:
+    return _uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def encode_topic(
+    family: int, error: int, name: str | None, topic_id: uuid.UUID | None, partitions: int, node_id: int
+) -> bytes:
+    """One MetadataResponseTopic in the encoding of ``family`` (see ``FAMILY``), every partition led by ``node_id``
+    with it as the only replica, no topic authorized operations. ``name`` None only where the version allows it (12)."""
+    flexible = family >= 9
+    raw = b"" if name is None else name.encode()
+    if not flexible:
+        out = [_I16.pack(error), _I16.pack(len(raw)), raw]
+    elif name is None:
+        out = [_I16.pack(error), b"\x00"]
+    else:
+        out = [_I16.pack(error), _uvarint(len(raw) + 1), raw]
+    if family >= 10:
+        out.append((topic_id or _NULL_UUID).bytes)
+    if family >= 1:
+        out.append(b"\x00")  # is_internal
+    out.append(_array_length(flexible, partitions))
+    if partitions:
+        node = _I32.pack(node_id)
+        one_node = _array_length(flexible, 1) + node
+        rest = node  # leader_id
+        if family >= 7:
+            rest += b"\x00\x00\x00\x00"  # leader_epoch
+        rest += one_node + one_node  # replica_nodes, isr_nodes
+        if family >= 5:
+            rest += _array_length(flexible, 0)  # offline_replicas
+        if flexible:
+            rest += b"\x00"  # tagged fields
+        out.extend(b"\x00\x00" + _I32.pack(p) + rest for p in range(partitions))  # error_code 0, partition_index
+    if family >= 8:
+        out.append(_NOT_REQUESTED_BYTES)
+    if flexible:
+        out.append(b"\x00")
+    return b"".join(out)
+
+
+class _Encoded:
+    """What is kept for one registry: topic entries per (family, node id), the fixed parts of an answer per
+    (version, node, error answer), and the answer for every topic per (version, node) with its generation."""
+
+    def __init__(self, registry: TopicRegistry) -> None:
+        self.entries: dict[tuple[int, int], dict[str, bytes]] = {}
+        self.frames: dict[tuple[int, Node, bool], tuple[bytes, bytes]] = {}
+        self.every_topic: dict[tuple[int, Node], tuple[int, bytes]] = {}
+        self.building: dict[tuple[int, Node, int], asyncio.Task[bytes]] = {}
+        registry.on_change(self._forget)
+
+    def _forget(self, topic: Topic) -> None:
+        for entries in self.entries.values():
+            entries.pop(topic.name, None)
+
+
+_encoded: weakref.WeakKeyDictionary[TopicRegistry, _Encoded] = weakref.WeakKeyDictionary()
+
+
+def _encoded_for(registry: TopicRegistry) -> _Encoded:
+    cache = _encoded.get(registry)
+    if cache is None:
+        cache = _encoded[registry] = _Encoded(registry)
+    return cache
+
+
+def _head_and_tail(cache: _Encoded, ctx: RequestContext, node: Node, invalid: bool) -> tuple[bytes, bytes]:
+    """The answer's bytes after the correlation id and before the topics array, and after it: kio encodes the
+    response with no topics once; the topics array is followed by cluster_authorized_operations (v8-10) and the
+    tagged fields (v9+), all fixed."""
+    version = ctx.api_version
+    key = (version, node, invalid)
+    parts = cache.frames.get(key)
+    if parts is None:
+        if invalid:  # MetadataRequest.getErrorResponse: no brokers, no cluster id, controller -1
+            data: dict[str, Any] = {"brokers": [], "cluster_id": None, "controller_id": -1, "topics": []}
+        else:
+            broker = {"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}
+            data = {"brokers": [broker], "cluster_id": node.cluster_id, "controller_id": node.node_id, "topics": []}
+        frame = encode_response(RequestHeader(3, version, 0, None), build(response_cls(ctx), data))
+        flexible = version >= 9
+        tail_size = (4 if 8 <= version <= 10 else 0) + (1 if flexible else 0)
+        empty_array = len(_array_length(flexible, 0))
+        end = len(frame) - tail_size
+        parts = cache.frames[key] = (frame[8 : end - empty_array], frame[end:])
+    return parts
+
+
+def _with_correlation(rest: bytes, correlation_id: int) -> bytes:
+    return _SIZE_AND_CORRELATION.pack(len(rest) + 4, correlation_id) + rest
+
+
+def _encode(
+    cache: _Encoded, registry: TopicRegistry, family: int, node_id: int, items: Sequence[Topic | bytes]
+) -> Generator[None, None, list[bytes]]:
+    """The entries of ``items`` (a Topic, or an entry already encoded), yielding every ``SLICE_SECONDS``."""
+    entries = cache.entries.setdefault((family, node_id), {})
+    out: list[bytes] = []
+    append = out.append
+    deadline = perf_counter() + SLICE_SECONDS
+    for i, item in enumerate(items):
+        if isinstance(item, bytes):
+            append(item)
+            continue
+        entry = entries.get(item.name)
+        if entry is None:
+            entry = encode_topic(family, 0, item.name, item.topic_id, item.partitions, node_id)
+            if registry.get(item.name) is item:  # not a topic that changed while this answer was being built
+                entries[item.name] = entry
+        append(entry)
+        if not i & 255 and perf_counter() > deadline:
+            yield
+            deadline = perf_counter() + SLICE_SECONDS
+    return out
+
+
+def _answer(
+    cache: _Encoded, registry: TopicRegistry, ctx: RequestContext, node: Node, items: Sequence[Topic | bytes],
+    invalid: bool = False,
+) -> Generator[None, None, bytes]:  # fmt: skip
+    """Everything after the correlation id of the answer listing ``items``."""
+    head, tail = _head_and_tail(cache, ctx, node, invalid)
+    version = ctx.api_version
+    parts = yield from _encode(cache, registry, FAMILY[version], node.node_id, items)
+    parts.append(tail)
+    return b"".join((head, _array_length(version >= 9, len(items)), *parts))  # one copy of the whole answer
+
+
+async def _continue(steps: Generator[None, None, bytes]) -> bytes:
+    """Run the rest of ``steps`` (its first step has run), one slice per loop iteration."""
+    try:
+        while True:
+            await asyncio.sleep(0)  # let everything else that is ready run between two slices
+            next(steps)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def _shared(build_task: asyncio.Task[bytes], correlation_id: int) -> bytes:
+    # shield: this request's connection closing cancels this coroutine, not the build other requests wait for
+    return _with_correlation(await asyncio.shield(build_task), correlation_id)
+
+
+async def _own(steps: Generator[None, None, bytes], correlation_id: int) -> bytes:
+    return _with_correlation(await _continue(steps), correlation_id)
+
+
+def _every_topic(cache: _Encoded, registry: TopicRegistry, ctx: RequestContext, node: Node) -> Any:
+    key = (ctx.api_version, node)
+    generation = registry.generation
+    done = cache.every_topic.get(key)
+    if done is not None and done[0] == generation:
+        return _with_correlation(done[1], ctx.correlation_id)
+    running = cache.building.get((*key, generation))
+    if running is not None:
+        return _shared(running, ctx.correlation_id)
+    steps = _answer(cache, registry, ctx, node, registry.all())
+    try:
+        next(steps)
+    except StopIteration as finished:
+        rest: bytes = finished.value
+        cache.every_topic[key] = (generation, rest)
+        return _with_correlation(rest, ctx.correlation_id)
+
+    async def build_the_rest() -> bytes:
+        try:
+            rest = await _continue(steps)
+            if cache.every_topic.get(key, (-1, b""))[0] < generation:
+                cache.every_topic[key] = (generation, rest)
+            return rest
+        finally:
+            cache.building.pop((*key, generation), None)
+
+    task = cache.building[(*key, generation)] = asyncio.get_running_loop().create_task(build_the_rest())
+    return _shared(task, ctx.correlation_id)
+
+
+def _requested(services: Services, ctx: RequestContext, body: Any, family: int) -> tuple[list[Topic | bytes], bool]:
+    """The entries answering a request that names topics, and whether it is an invalid request (v10-11 ids)."""
+    registry = services.topics
+    node_id = services.node.node_id
+    version = ctx.api_version
+    requested = body.topics
+    if version in (10, 11) and any(t.name is None or (t.topic_id or _NULL_UUID) != _NULL_UUID for t in requested):
+        error = ErrorCode.invalid_request
+        return [encode_topic(family, error, t.name or "", t.topic_id, 0, node_id) for t in requested], True
+    items: list[Topic | bytes] = []
+    ids = dict.fromkeys(t.topic_id for t in requested if version >= 12 and (t.topic_id or _NULL_UUID) != _NULL_UUID)
+    if ids:
+        known: list[Topic | bytes] = []
+        for topic_id in ids:
+            topic = registry.by_id(topic_id)
+            if topic is None:
+                items.append(encode_topic(family, ErrorCode.unknown_topic_id, None, topic_id, 0, node_id))
+            else:
+                known.append(topic)
+        return items + known, False
+    allow_create = getattr(body, "allow_auto_topic_creation", True)
+    created_before = registry.auto_created
+    for name in dict.fromkeys(t.name for t in requested):
+        if name is None:  # v12, neither a name nor an id: the topic with the null id does not exist
+            items.append(encode_topic(family, ErrorCode.unknown_topic_id, None, None, 0, node_id))
+            continue
+        created = registry.auto_created - created_before
+        topic = registry.maybe_auto_create(name, allow_create, client=ctx.client_host, created_in_request=created)
+        if topic is not None:
+            items.append(topic)
+            continue
+        error = ErrorCode.unknown_topic_or_partition
+        if registry.auto_create and allow_create and not is_legal_topic_name(name):
+            error = ErrorCode.invalid_topic_exception  # what Kafka answers when it refuses to create it
+        items.append(encode_topic(family, error, name, None, 0, node_id))
+    return items, False
 
 
 def handle_metadata(services: Services, ctx: RequestContext, body: Any) -> Any:
-    node = services.node
     registry = services.topics
+    cache = _encoded_for(registry)
     requested = body.topics
-    allow_create = getattr(body, "allow_auto_topic_creation", True)
-    entries: list[dict[str, Any]] = []
     if requested is None or (ctx.api_version == 0 and not requested):
-        entries = [_topic_entry(t, node.node_id) for t in registry.all()]
-    else:
-        for item in requested:
-            name = item.name
-            topic_id = getattr(item, "topic_id", None)
-            if name is None:
-                by_id = registry.by_id(topic_id) if topic_id is not None and topic_id != _NULL_UUID else None
-                if by_id is None:
-                    entries.append(_error_entry(None, topic_id, ErrorCode.unknown_topic_id))
-                else:
-                    entries.append(_topic_entry(by_id, node.node_id))
-                continue
-            topic = registry.maybe_auto_create(name, allow_create)
-            if topic is None:
-                error = ErrorCode.unknown_topic_or_partition
-                if registry.auto_create and allow_create and not is_legal_topic_name(name):
-                    error = ErrorCode.invalid_topic_exception  # what Kafka answers when it refuses to create it
-                entries.append(_error_entry(name, None, error))
-            else:
-                entries.append(_topic_entry(topic, node.node_id))
-    return build(
-        response_cls(ctx),
-        {
-            "brokers": [{"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack}],
-            "cluster_id": node.cluster_id,
-            "controller_id": node.node_id,
-            "topics": entries,
-        },
-    )
+        return _every_topic(cache, registry, ctx, services.node)
+    items, invalid = _requested(services, ctx, body, FAMILY[ctx.api_version])
+    steps = _answer(cache, registry, ctx, services.node, items, invalid)
+    try:
+        next(steps)
+    except StopIteration as finished:
+        return _with_correlation(finished.value, ctx.correlation_id)
+    return _own(steps, ctx.correlation_id)

@@ -126,7 +126,9 @@ class App:
                 readiness=probe,
                 token=token.get_secret_value() if token is not None else None,
             )
-            self.http = await start_http(http_app, self.settings.http.listen)
+            self.http = await start_http(
+                http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes
+            )
         # Durable logs (storage.log.SqlRecordLog) return the stored state records; replay them before anything runs.
         load = getattr(self.record_log, "load", None)
         replayed = 0

@@ -85,6 +85,9 @@ class HttpSettings(_Section):
     listen: str = "127.0.0.1:8080"  # the operator HTTP API
     token: SecretStr | None = None  # bearer token for mutating endpoints (prefer KGC_HTTP__TOKEN)
     per_group_metrics: bool = True  # label Prometheus series by group
+    # Longest HTTP request line. A Kafka group id may be 32,767 bytes, percent-encoded up to 3 characters a byte,
+    # and /v1/groups/{group}/members/{instance} carries two such ids: 256 KiB holds them; longer lines get 400.
+    max_request_line_bytes: int = Field(default=262_144, ge=8190)
 
 
 class StorageSettings(_Section):

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import hmac
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
 from coordinator.core.clock import Clock, SystemClock
@@ -170,10 +172,44 @@ class HttpServer:
         await self.runner.cleanup()
 
 
-async def start_http(app: web.Application, listen: str = "127.0.0.1:8080", **runner_kwargs: Any) -> HttpServer:
-    """Serve ``app`` on ``listen`` in the running loop (``AppRunner`` + ``TCPSite``); ``await server.stop()``."""
+# aiohttp's default request line limit is 8,190 bytes: a group id of more than about 8 KB (Kafka allows 32,767
+# bytes) could be neither read nor deleted. See HttpSettings.max_request_line_bytes for the bound used instead.
+DEFAULT_MAX_LINE_SIZE = 262_144
+
+
+class _RequestErrorLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """The logger aiohttp's request handler reports errors with. A request it cannot parse (a request line longer
+    than the limit, a malformed header: ``HttpProcessingError``) is the client's fault and answered 400 by aiohttp;
+    aiohttp would log it at ERROR with a traceback. Here it is one rate-limited warning per peer; anything else
+    (a bug) keeps its ERROR and traceback."""
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kwargs: Any) -> None:
+        exc = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1]
+        if isinstance(exc, HttpProcessingError):
+            peer = args[0] if args else "?"
+            self.logger.warning(
+                "operator API: bad HTTP request from %s: %s",
+                peer,
+                str(exc).replace("\n", " ")[:300],
+                extra={"throttle": ("http-bad-request", peer)},
+            )
+            return
+        self.logger.error(msg, *args, exc_info=exc_info, **kwargs)
+
+
+async def start_http(
+    app: web.Application,
+    listen: str = "127.0.0.1:8080",
+    *,
+    max_line_size: int = DEFAULT_MAX_LINE_SIZE,
+    **runner_kwargs: Any,
+) -> HttpServer:
+    """Serve ``app`` on ``listen`` in the running loop (``AppRunner`` + ``TCPSite``); ``await server.stop()``.
+
+    ``max_line_size`` bounds the request line (the path carries group ids); headers keep aiohttp's 8,190 bytes."""
     host, port = parse_listen(listen)
-    runner = web.AppRunner(app, access_log=None, **runner_kwargs)
+    runner_kwargs.setdefault("logger", _RequestErrorLogger(logging.getLogger("aiohttp.server"), {}))
+    runner = web.AppRunner(app, access_log=None, max_line_size=max_line_size, **runner_kwargs)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

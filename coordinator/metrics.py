@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -39,7 +40,7 @@ from coordinator.core.records import (
 )
 from protocol.errors import ErrorCode
 
-__all__ = ["API_NAMES", "CONTENT_TYPE_LATEST", "Metrics", "MetricsLog", "api_name"]
+__all__ = ["API_NAMES", "CONTENT_TYPE_LATEST", "ConnectionStats", "Metrics", "MetricsLog", "api_name"]
 
 # Kafka api keys -> names (the ones a group coordinator sees; anything else is labelled with its number).
 API_NAMES: dict[int, str] = {
@@ -165,6 +166,75 @@ class _RequestCollector(Collector):
         yield seconds
 
 
+@dataclass
+class ConnectionStats:
+    """The Kafka listener's connections and limits at scrape time (``coordinator.server.KafkaServer.stats``)."""
+
+    open: int = 0
+    inflight: int = 0  # requests queued on all connections (answers not written yet, parked ones included)
+    queued_bytes: int = 0  # counted against queued.max.request.bytes
+    muted: int = 0  # connections not read until queued.max.request.bytes has room
+    muted_total: int = 0
+    refused: dict[str, int] = field(default_factory=dict)  # limit -> connections closed as soon as accepted
+    closed: dict[str, int] = field(default_factory=dict)  # cause -> connections closed
+    limits: dict[str, int] = field(default_factory=dict)  # Kafka setting name -> configured value
+    per_ip_overrides: dict[str, int] = field(default_factory=dict)
+
+
+class _ConnectionCollector(Collector):
+    """``kgc_connections`` and the listener's limits, use and refusals, read from the server at scrape time."""
+
+    def __init__(self, source: Callable[[], ConnectionStats]) -> None:
+        self._source = source
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._source()
+        yield GaugeMetricFamily("kgc_connections", "Open Kafka client connections.", value=stats.open)
+        yield GaugeMetricFamily(
+            "kgc_inflight_requests", "Requests queued on all connections, not answered yet.", value=stats.inflight
+        )
+        yield GaugeMetricFamily(
+            "kgc_queued_request_bytes",
+            "Bytes of requests read but not dispatched (counted against queued.max.request.bytes).",
+            value=stats.queued_bytes,
+        )
+        yield GaugeMetricFamily(
+            "kgc_connections_muted", "Connections not read until queued.max.request.bytes has room.", value=stats.muted
+        )
+        yield CounterMetricFamily(
+            "kgc_connection_mutes", "Times a connection was muted for queued.max.request.bytes.",
+            value=stats.muted_total,
+        )  # fmt: skip
+        limits = GaugeMetricFamily("kgc_connection_limit", "Configured listener limits, by name.", labels=["name"])
+        for name, value in sorted(stats.limits.items()):
+            limits.add_metric([name], value)
+        yield limits
+        overrides = GaugeMetricFamily(
+            "kgc_connection_limit_per_ip_override", "max.connections.per.ip.overrides, by address.", labels=["ip"]
+        )
+        for ip, value in sorted(stats.per_ip_overrides.items()):
+            overrides.add_metric([ip], value)
+        yield overrides
+        refused = CounterMetricFamily(
+            "kgc_connections_refused", "Connections closed as soon as accepted, by the limit reached.", labels=["limit"]
+        )
+        for limit in ("max.connections", "max.connections.per.ip"):
+            refused.add_metric([limit], stats.refused.get(limit, 0))
+        yield refused
+        closed = CounterMetricFamily(
+            "kgc_connections_closed",
+            "Connections closed, by cause: idle, eof (client half-close), malformed, protocol (undecodable or "
+            "unsupported request), error (no encodable answer), shutdown, client (closed by the client).",
+            labels=["cause"],
+        )
+        for cause, n in sorted(stats.closed.items()):
+            closed.add_metric([cause], n)
+        yield closed
+
+
 class _CommitCollector(Collector):
     """``kgc_offset_commits_total`` (by kind, and group unless per-group labels are off) from plain counters."""
 
@@ -199,7 +269,7 @@ class Metrics:
         # Per-request metrics are plain counters read at scrape time (see _RequestCollector): no lock, no label lookup.
         self._requests = _RequestCollector()
         r.register(self._requests)
-        self.connections = Gauge("kgc_connections", "Open Kafka client connections.", registry=r)
+        self._connections: _ConnectionCollector | None = None
         self.rebalances = Counter("kgc_rebalances", "Rebalances started, by cause.", ["cause", *g], registry=r)
         self.rebalance_seconds = Histogram(
             "kgc_rebalance_duration_seconds",
@@ -259,11 +329,12 @@ class Metrics:
         scrape time (the server's sampled Heartbeat timing), so ``kgc_requests_total`` stays exact."""
         self._requests.untimed[api_key] = source
 
-    def connection_opened(self) -> None:
-        self.connections.inc()
-
-    def connection_closed(self) -> None:
-        self.connections.dec()
+    def watch_connections(self, source: Callable[[], ConnectionStats]) -> None:
+        """Report the Kafka listener's connections and limits from ``source()`` (``KafkaServer.stats``)."""
+        if self._connections is not None:
+            self.registry.unregister(self._connections)
+        self._connections = _ConnectionCollector(source)
+        self.registry.register(self._connections)
 
     def observe_storage_write(self, records: int, seconds: float, ok: bool = True) -> None:
         """One storage batch (transaction) of ``records`` records finished after ``seconds``."""
@@ -314,6 +385,46 @@ class Metrics:
             self.registry.unregister(self._groups_collector)
         self._groups_collector = _GroupsCollector(source, self.per_group_labels)
         self.registry.register(self._groups_collector)
+
+    def watch_topics(self, topics: Any) -> None:
+        """Topics and auto-creation (its counters and limits), read at scrape time from ``topics`` (the server's
+        ``coordinator.topics.TopicRegistry``)."""
+
+        class _TopicsCollector(Collector):
+            def describe(self) -> Iterable[Metric]:
+                return []
+
+            def collect(self) -> Iterator[Metric]:
+                yield GaugeMetricFamily("kgc_topics", "Topics in the registry.", value=len(topics))
+                yield CounterMetricFamily(
+                    "kgc_topics_auto_created", "Topics created by Metadata requests.", value=topics.auto_created
+                )
+                refused = CounterMetricFamily(
+                    "kgc_topics_auto_create_refused",
+                    "Topics a Metadata request asked to create that were not created, by reason (invalid_name: "
+                    "INVALID_TOPIC_EXCEPTION; max_topics, per_request, rate: UNKNOWN_TOPIC_OR_PARTITION).",
+                    labels=["reason"],
+                )
+                for reason, n in topics.refused.items():
+                    refused.add_metric([reason], n)
+                yield refused
+                limits = topics.limits
+                limit = GaugeMetricFamily(
+                    "kgc_topics_auto_create_limit",
+                    "Auto-creation limits ([topics] auto_create_*; 0 = none); enabled is auto.create.topics.enable.",
+                    labels=["limit"],
+                )
+                for name, value in (
+                    ("enabled", float(topics.auto_create)),
+                    ("max_per_request", limits.max_per_request),
+                    ("per_second", limits.per_second),
+                    ("burst", limits.burst),
+                    ("max_topics", limits.max_topics),
+                ):
+                    limit.add_metric([name], value)
+                yield limit
+
+        self.registry.register(_TopicsCollector())
 
     def render(self) -> bytes:
         """The text exposition format (``CONTENT_TYPE_LATEST``)."""

@@ -65,8 +65,8 @@ class AsyncioTimer:
             entry.deadline = deadline
             if deadline >= entry.armed_at:
                 return  # the armed handle fires first and re-arms for the new deadline
-            assert entry.handle is not None
-            entry.handle.cancel()
+            if entry.handle is not None:  # None: it fired and its op is deferred (``_fire``); re-arm
+                entry.handle.cancel()
         else:
             entry = self._entries[key] = _Entry(deadline, op)
         entry.armed_at = deadline
@@ -94,6 +94,28 @@ class AsyncioTimer:
             return  # cancelled (or cancelled and scheduled anew) after this handle was armed
         loop = self.loop
         if entry.deadline - loop.time() > self._EARLY_S:
+            entry.armed_at = entry.deadline
+            entry.handle = loop.call_at(entry.deadline, self._fire, key, entry)
+            return
+        # The op runs only after the loop has polled for I/O once more, so a heartbeat that arrived while the loop
+        # was busy (it sits unread in the socket buffer) is read - and moves the session deadline - before the
+        # session op decides. uvloop (libuv) runs due timers *before* it polls, then the call_soon callbacks (idle
+        # phase), then polls: one call_soon hop would still run before the poll, so the op is deferred twice (a
+        # callback queued while the ready queue runs waits for the next iteration, after its poll; asyncio polls
+        # before it runs timers, so there the hops only cost two iterations). The op re-validates on arrival.
+        entry.armed_at = float("inf")  # a schedule() meanwhile must re-arm, this handle has fired
+        entry.handle = None
+        loop.call_soon(self._defer, key, entry)
+
+    def _defer(self, key: str, entry: _Entry) -> None:
+        if self._entries.get(key) is entry:
+            self.loop.call_soon(self._run, key, entry)
+
+    def _run(self, key: str, entry: _Entry) -> None:
+        if self._entries.get(key) is not entry or entry.handle is not None:
+            return  # cancelled, replaced, or re-armed for an earlier deadline meanwhile (that handle runs it)
+        loop = self.loop
+        if entry.deadline - loop.time() > self._EARLY_S:  # pushed back while deferred
             entry.armed_at = entry.deadline
             entry.handle = loop.call_at(entry.deadline, self._fire, key, entry)
             return

@@ -8,6 +8,21 @@ is written in one ``transport.write`` (one send for a batch of pipelined request
 behind it until its task is done. At ``max_inflight`` queued slots, or while the transport's write buffer is full,
 reading is paused until the queue drains (TCP back-pressure on a client that pipelines without reading).
 
+Fairness: one connection dispatches at most ``FRAMES_PER_TURN`` frames per loop turn; the rest wait in its backlog
+(reading paused) and are taken up again from a ``call_soon``, after the loop has polled the other connections.
+
+Limits (Kafka's names; ``docs/robustness.md``): ``socket.request.max.bytes`` (one frame), ``queued.max.request.bytes``
+(bytes of requests read but not dispatched, summed over all connections: ``RequestMemory``; when it is used up, a
+connection holding more than ``SMALL_PARTIAL`` bytes of an unfinished frame is not read until memory is freed, but
+one such connection at a time may finish its frame, so frames of any allowed size always get through),
+``connections.max.idle.ms`` (no request received and no answer written for that long: closed; a cheap sweep over a
+heap ordered by due time), ``max.connections`` / ``max.connections.per.ip`` / ``max.connections.per.ip.overrides``
+(a connection over a limit is closed as soon as it is accepted) and ``max_inflight`` (queued answers per connection).
+
+Closing on time: a connection the daemon decides to close (malformed frame, unsupported request without an error
+response, client EOF, idle) is closed at once: the answers ready before the first parked one are written, every
+parked request is dropped (its member is treated as Kafka treats a vanished client: its session times out).
+
 Faults: a codec error is the peer's fault. An unsupported ApiVersions version gets the v0 error-35 frame and the
 connection stays open; another unsupported api/version gets the API's error response when one can be encoded,
 otherwise the connection is closed after the already-encoded responses before it (parked ones are dropped, as on
@@ -20,7 +35,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
+import resource
 import socket
 from collections import deque
 from collections.abc import Coroutine
@@ -30,6 +48,7 @@ from typing import Any
 from coordinator.api import HANDLERS, RequestContext, Services
 from coordinator.api._util import Pending
 from coordinator.api.errors import error_body
+from coordinator.metrics import ConnectionStats
 from protocol.apis import ApiKey
 from protocol.codec import Request, decode_request, encode_response, heartbeat_response_frame
 from protocol.errors import MalformedFrame, ProtocolError, UnsupportedApi
@@ -39,10 +58,15 @@ from protocol.responses import unsupported_response_frame
 log = logging.getLogger("coordinator.server")
 
 DEFAULT_MAX_FRAME_SIZE = 104_857_600  # Kafka's socket.request.max.bytes
-DEFAULT_MAX_INFLIGHT = 1000
+DEFAULT_MAX_INFLIGHT = 100  # Kafka itself reads one request at a time per connection; clients pipeline up to 5
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 104_857_600  # queued.max.request.bytes (Kafka: unlimited)
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # connections.max.idle.ms (Kafka's default)
+UNLIMITED_CONNECTIONS = 2_147_483_647  # Kafka's default for max.connections and max.connections.per.ip
+FRAMES_PER_TURN = 64  # frames one connection dispatches before the others get their turn
+SMALL_PARTIAL = 65_536  # bytes of an unfinished frame a connection may hold while queued.max.request.bytes is used up
+FD_RESERVE = 128  # file descriptors kept for the database, the HTTP API and logs when capping max.connections
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
 HEARTBEAT_TIMING_SAMPLE = 64  # one heartbeat in 64 is timed for kgc_request_seconds (all are counted)
-_CLOSE = None  # a slot that means: everything before me is written, now close the connection
 
 
 class Parked:
@@ -77,6 +101,41 @@ class Parked:
 Slot = bytes | None | Parked
 
 
+class RequestMemory:
+    """``queued.max.request.bytes``: bytes of requests read but not dispatched yet (partial frames in the decoders
+    and complete frames in the backlogs), summed over all connections, like Kafka's request memory pool.
+
+    When ``used`` reaches ``limit``, a connection holding more than ``SMALL_PARTIAL`` bytes of an unfinished frame
+    is muted (not read) until memory is freed, as Kafka mutes a channel it cannot allocate a buffer for. One muted
+    connection at a time holds the ``granted`` right to finish its frame over the limit (Kafka's pool lets one
+    allocation overshoot too): without it, connections each holding part of a large frame would wait on each other
+    for ever. Small requests (heartbeats, commits) are always read, so a slow sender of a huge frame holds up only
+    the other huge frames. Peak: ``limit`` + one frame (``socket.request.max.bytes``) + per connection
+    ``SMALL_PARTIAL`` and one socket read."""
+
+    __slots__ = ("granted", "limit", "muted", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.granted: Connection | None = None
+        self.muted: deque[Connection] = deque()
+
+    def wake(self) -> None:
+        """Memory was freed: resume muted connections, oldest first, about as many as the free memory can take."""
+        muted = self.muted
+        budget = (self.limit - self.used) // (4 * SMALL_PARTIAL) + 1
+        while muted and budget > 0 and (self.used < self.limit or self.granted is None):
+            connection = muted.popleft()
+            if connection.closing or not connection.memory_muted:
+                continue
+            budget -= 1
+            connection.memory_muted = False
+            if self.used >= self.limit:
+                self.granted = connection
+            connection._update_reading()
+
+
 class Connection(asyncio.Protocol):
     """One client connection, driven by the transport's callbacks (no task per connection, no stream objects).
 
@@ -99,6 +158,11 @@ class Connection(asyncio.Protocol):
         self.writing_paused = False
         self.peak_inflight = 0  # most requests queued at once (observability; bounded by max_inflight)
         self._ready_soon = False  # queued in KafkaServer._ready: flush (and dispatch the backlog) soon
+        self.held = 0  # bytes of this connection counted in server.memory (decoder buffer + backlog)
+        self.memory_muted = False  # not read until queued.max.request.bytes has room (RequestMemory)
+        self.ip: str | None = None  # set once admitted (counted in server.connections_per_ip)
+        self.close_cause: str | None = None  # why the daemon closed it (kgc_connections_closed_total)
+        self.last_active = server.now()  # last complete request received or answer written (connections.max.idle.ms)
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # ------------------------------------------------------------------------------------------------- transport
@@ -113,11 +177,22 @@ class Connection(asyncio.Protocol):
             transport.close()
             self.closing = True
             return
+        ip = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+        refused = self.server._admit(ip)
+        if refused is not None:
+            # Kafka's acceptor closes a connection over max.connections.per.ip at once (TooManyConnectionsException)
+            # and logs it at INFO; see KafkaServer._admit for max.connections.
+            log.info("rejected connection from %s: %s", self.peer, refused, extra={"throttle": ("refused", ip)})
+            self.closing = True
+            transport.close()
+            return
+        self.ip = ip
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.open_connections.add(self)
+        self.server._track_idle(self)
         log.debug("connection opened %s", self.peer)
 
     def data_received(self, data: bytes) -> None:
@@ -126,17 +201,21 @@ class Connection(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
-            log.warning("closing connection %s: %s", self.peer, exc)
-            self._finish()
+            log.warning("closing connection %s: %s", self.peer, exc, extra={"throttle": ("malformed", self.ip)})
+            self._finish("malformed")
             return
         if frames:
+            self.last_active = self.server.now()
             self.backlog.extend(frames)
             self._process()
+        else:
+            self._account()
 
     def eof_received(self) -> bool:
-        # The peer will send nothing more: answer what is ready, drop parked requests, then close.
-        self._finish()
-        return True  # keep the transport open until those answers are written
+        # The peer will send nothing more: Kafka closes such a connection at once. Answers ready now are written,
+        # parked requests dropped (see _finish).
+        self._finish("eof")
+        return True  # the transport is closed by _finish, after the ready answers
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -152,6 +231,14 @@ class Connection(asyncio.Protocol):
         self.closing = True
         self.backlog.clear()
         self._abandon_parked()
+        self.slots.clear()
+        self._release_memory()
+        if self.ip is not None:
+            if self.close_cause is None:
+                self.close_cause = "client"
+                self.server._count_closed("client")
+            self.server._release(self.ip)
+            self.ip = None
         self.server.open_connections.discard(self)
         if not self.closed.done():
             self.closed.set_result(None)
@@ -164,24 +251,73 @@ class Connection(asyncio.Protocol):
         backlog = self.backlog
         slots = self.slots
         limit = self.server.max_inflight
+        budget = FRAMES_PER_TURN
         while True:
-            while backlog and not self.closing and len(slots) < limit and not self.writing_paused:
+            while backlog and budget and not self.closing and len(slots) < limit and not self.writing_paused:
+                budget -= 1
                 if not self._dispatch(backlog.popleft()):
-                    self._finish()
+                    self._finish("protocol")
                     return
             self._flush()
-            if not backlog or self.closing or self.writing_paused or len(slots) >= limit:
+            if not backlog or not budget or self.closing or self.writing_paused or len(slots) >= limit:
                 break
+        if self.closing:
+            return
+        if backlog and not budget and not self._ready_soon:
+            # This connection had its turn: the rest of its frames wait until the loop has polled the others.
+            self._ready_soon = True
+            self.server._schedule_flush(self)
+        self._account()
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read while nothing waits in the backlog and queued.max.request.bytes has room for this connection."""
         transport = self.transport
         if transport is None or self.closing:
             return
-        if backlog:
-            if not self.reading_paused:
+        paused = bool(self.backlog) or self.memory_muted
+        if paused != self.reading_paused:
+            self.reading_paused = paused
+            if paused:
                 transport.pause_reading()
-                self.reading_paused = True
-        elif self.reading_paused:
-            transport.resume_reading()
-            self.reading_paused = False
+            else:
+                transport.resume_reading()
+
+    def _account(self) -> None:
+        """Count this connection's unread request bytes in ``server.memory``; mute it or wake others."""
+        held = self.decoder.buffered
+        if self.backlog:
+            held += sum(map(len, self.backlog))
+        delta = held - self.held
+        if not delta:
+            return
+        self.held = held
+        memory = self.server.memory
+        memory.used += delta
+        if delta > 0:
+            if memory.used > memory.limit and self.decoder.buffered > SMALL_PARTIAL and memory.granted is not self:
+                if memory.granted is None:
+                    memory.granted = self  # the one connection that may finish its frame over the limit
+                elif not self.memory_muted:
+                    self.memory_muted = True
+                    memory.muted.append(self)
+                    self.server.muted_total += 1
+                    self._update_reading()
+        else:
+            if memory.granted is self and self.decoder.buffered <= SMALL_PARTIAL:
+                memory.granted = None
+            if memory.muted:
+                memory.wake()
+
+    def _release_memory(self) -> None:
+        memory = self.server.memory
+        memory.used -= self.held
+        self.held = 0
+        self.memory_muted = False
+        if memory.granted is self:
+            memory.granted = None
+        if memory.muted:
+            memory.wake()
 
     def _dispatch(self, frame: bytes) -> bool:
         """Queue the answer to one frame. False means: stop reading; the answers already encoded are written, parked
@@ -213,6 +349,9 @@ class Connection(asyncio.Protocol):
         return True
 
     def _push(self, slot: Slot) -> None:
+        if slot is None:  # not even an error response could be encoded: close now
+            self._finish("error")
+            return
         self.slots.append(slot)
         if len(self.slots) > self.peak_inflight:
             self.peak_inflight = len(self.slots)
@@ -231,20 +370,39 @@ class Connection(asyncio.Protocol):
 
     def _flush_ready(self) -> None:
         self._ready_soon = False
+        if self.closing:
+            return
+        self.last_active = self.server.now()  # a parked answer is written (connections.max.idle.ms)
         if self.backlog:
             self._process()  # writes what is ready, then dispatches the waiting frames
         else:
             self._flush()
 
-    def _finish(self) -> None:
-        """Stop reading: answers already encoded are written, parked requests dropped, then the connection closes."""
+    def _finish(self, cause: str) -> None:
+        """Close now: the answers ready before the first parked one are written, every parked request is dropped
+        (never wait for one: a Fetch held for max_wait or a JoinGroup may take minutes), then the transport closes
+        (after sending what it buffered)."""
         if self.closing:
             return
         self.closing = True
+        self.close_cause = cause
+        self.server._count_closed(cause)
         self.backlog.clear()
+        slots = self.slots
+        chunks: list[bytes] = []
+        for head in slots:
+            data = head.frame if isinstance(head, Parked) and head.ready else head
+            if data is None or isinstance(data, Parked):
+                break
+            chunks.append(data)
         self._abandon_parked()
-        self._push(_CLOSE)
-        self._flush()
+        slots.clear()
+        self._release_memory()
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            if chunks:
+                transport.write(b"".join(chunks))
+            transport.close()
 
     # ---------------------------------------------------------------------------------------------------- writing
 
@@ -271,10 +429,9 @@ class Connection(asyncio.Protocol):
             chunks.append(data)
         if chunks:
             transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        if close:
-            self.closing = True
+        if close:  # a parked answer could not even be encoded as an error response
             slots.clear()
-            transport.close()  # after the buffered answers are sent
+            self._finish("error")  # after the buffered answers are sent
 
     def _abandon_parked(self) -> None:
         for slot in self.slots:
@@ -283,12 +440,47 @@ class Connection(asyncio.Protocol):
 
     def abort(self) -> None:
         """Server stop: close at once, parked requests dropped and unwritten answers too."""
+        if not self.closing:
+            self.close_cause = "shutdown"
+            self.server._count_closed("shutdown")
         self.closing = True
         self.backlog.clear()
         self._abandon_parked()
         self.slots.clear()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
+
+
+def _monotonic_now() -> float:
+    return asyncio.get_running_loop().time()
+
+
+def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
+    """max.connections.per.ip.overrides keyed by address: host names are resolved once, like Kafka's
+    ``InetAddress.getByName``."""
+    resolved: dict[str, int] = {}
+    for host, count in overrides.items():
+        try:
+            addresses = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+        except OSError:
+            log.warning("max.connections.per.ip.overrides: cannot resolve %r; ignored", host)
+            continue
+        for address in addresses:
+            resolved[str(address)] = count
+    return resolved
+
+
+def raise_fd_limit() -> int | None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (each connection is a file descriptor); the new soft limit."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        if soft == resource.RLIM_INFINITY or soft >= target:
+            return None if soft == resource.RLIM_INFINITY else int(soft)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        return int(target)
+    except (OSError, ValueError):
+        return None
 
 
 class KafkaServer:
@@ -300,16 +492,38 @@ class KafkaServer:
         port: int = 9092,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+        connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+        max_connections: int = UNLIMITED_CONNECTIONS,
+        max_connections_per_ip: int = UNLIMITED_CONNECTIONS,
+        max_connections_per_ip_overrides: dict[str, int] | None = None,
     ) -> None:
         self.services = services
         self.host = host
         self.port = port
         self.max_frame_size = max_frame_size
         self.max_inflight = max_inflight
+        self.memory = RequestMemory(queued_max_request_bytes)
+        self.idle_ms = connections_max_idle_ms
+        self.max_connections = max_connections  # as configured; start() may lower it to fit the fd limit
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = _resolve_overrides(max_connections_per_ip_overrides or {})
+        self.connections_per_ip: dict[str, int] = {}
+        self.refused: dict[str, int] = {}  # cause -> connections closed as soon as accepted
+        self.closed_by_cause: dict[str, int] = {}  # cause -> connections closed (by the daemon, or "client")
+        self.muted_total = 0  # times a connection was muted for queued.max.request.bytes
         self._server: asyncio.Server | None = None
         self.open_connections: set[Connection] = set()
         self._ready: list[Connection] = []  # connections with parked answers that became ready (see _flush_ready)
         self.untimed_heartbeats = 0  # answered since the last timed one (see handle)
+        # connections.max.idle.ms: (due, seq, connection) with due >= the last time the connection was checked +
+        # idle; a connection active since is pushed back with its new due when its entry comes up, so a sweep only
+        # touches the entries that are due (amortised one push per connection per idle period).
+        self._idle: list[tuple[float, int, Connection]] = []
+        self._idle_seq = itertools.count()
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.now = _monotonic_now
 
     @property
     def bound_port(self) -> int:
@@ -318,13 +532,23 @@ class KafkaServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
+        self.now = loop.time
+        fds = raise_fd_limit()
+        if fds is not None and self.max_connections > fds - FD_RESERVE:
+            # Past the fd limit accept() fails with EMFILE (and the loop logs errors); refuse cleanly before it.
+            self.max_connections = max(1, fds - FD_RESERVE)
+            log.info("max.connections capped at %d (file descriptor limit %d)", self.max_connections, fds)
         self._server = await loop.create_server(self._new_protocol, self.host or None, self.port, reuse_address=True)
+        self._idle_handle = loop.call_later(self._idle_tick(), self._sweep_idle)
         log.info("kafka listener started host=%s port=%d", self.host, self.bound_port)
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection (parked requests are dropped with them)."""
         self.services.closing = True
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+            self._idle_handle = None
         if self._server is not None:
             self._server.close()
         connections = list(self.open_connections)
@@ -346,6 +570,97 @@ class KafkaServer:
 
     def _new_protocol(self) -> Connection:
         return Connection(self)
+
+    # ------------------------------------------------------------------------------------------------ limits
+
+    def _admit(self, ip: str) -> str | None:
+        """Count a new connection from ``ip``, or say why it is refused (max.connections, max.connections.per.ip).
+
+        Kafka closes a connection over max.connections.per.ip as soon as it is accepted; over max.connections its
+        acceptor stops accepting until a slot frees, so the client waits in the listen backlog. asyncio cannot pause
+        accepting, and waiting clients would hold file descriptors anyway, so here both are closed at once; clients
+        reconnect with their backoff (reconnect.backoff.ms)."""
+        if len(self.open_connections) >= self.max_connections:
+            cause = "max.connections"
+            limit = self.max_connections
+        else:
+            count = self.connections_per_ip.get(ip, 0)
+            limit = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+            if count < limit:
+                self.connections_per_ip[ip] = count + 1
+                return None
+            cause = "max.connections.per.ip"
+        self.refused[cause] = self.refused.get(cause, 0) + 1
+        return f"{cause} ({limit}) reached"
+
+    def _release(self, ip: str) -> None:
+        count = self.connections_per_ip.get(ip, 0) - 1
+        if count > 0:
+            self.connections_per_ip[ip] = count
+        else:
+            self.connections_per_ip.pop(ip, None)
+
+    def _count_closed(self, cause: str) -> None:
+        self.closed_by_cause[cause] = self.closed_by_cause.get(cause, 0) + 1
+
+    def _idle_tick(self) -> float:
+        """Seconds between idle sweeps: a tenth of connections.max.idle.ms, between 10 ms and 1 s."""
+        return min(1.0, max(0.01, self.idle_ms / 10_000))
+
+    def _track_idle(self, connection: Connection) -> None:
+        heapq.heappush(self._idle, (connection.last_active + self.idle_ms / 1000, next(self._idle_seq), connection))
+
+    def _sweep_idle(self) -> None:
+        """Close the connections with no request received and no answer written for connections.max.idle.ms.
+
+        Kafka's own timer counts any byte read; here only a complete request counts, so a client sending a frame
+        a byte at a time (slowloris) or never finishing one is closed too."""
+        assert self._loop is not None
+        now = self._loop.time()
+        idle_s = self.idle_ms / 1000
+        heap = self._idle
+        closed = 0
+        while heap and heap[0][0] <= now:
+            _, _, connection = heapq.heappop(heap)
+            if connection.closing:
+                continue
+            due = connection.last_active + idle_s
+            if due <= now:
+                closed += 1
+                log.debug("closing idle connection %s", connection.peer)
+                connection._finish("idle")
+            else:
+                heapq.heappush(heap, (due, next(self._idle_seq), connection))
+        if closed:
+            log.info("closed %d idle connection(s) (connections.max.idle.ms=%d)", closed, self.idle_ms,
+                     extra={"throttle": ("idle",)})  # fmt: skip
+        if len(heap) > 2 * len(self.open_connections) + 1024:
+            # Entries of connections closed by other causes wait until their due time; with much churn, rebuild.
+            self._idle = heap = [entry for entry in heap if not entry[2].closing]
+            heapq.heapify(heap)
+        self._idle_handle = self._loop.call_later(self._idle_tick(), self._sweep_idle)
+
+    def stats(self) -> ConnectionStats:
+        """Configured limits, current use and counters, for /metrics (read at scrape time)."""
+        memory = self.memory
+        return ConnectionStats(
+            open=len(self.open_connections),
+            inflight=sum(len(c.slots) for c in self.open_connections),
+            queued_bytes=memory.used,
+            muted=sum(1 for c in memory.muted if c.memory_muted and not c.closing),
+            muted_total=self.muted_total,
+            refused=dict(self.refused),
+            closed=dict(self.closed_by_cause),
+            limits={
+                "max.connections": self.max_connections,
+                "max.connections.per.ip": self.max_connections_per_ip,
+                "queued.max.request.bytes": memory.limit,
+                "socket.request.max.bytes": self.max_frame_size,
+                "connections.max.idle.ms": self.idle_ms,
+                "max.inflight.requests.per.connection": self.max_inflight,
+            },
+            per_ip_overrides=dict(self.max_connections_per_ip_overrides),
+        )
 
     def _schedule_flush(self, connection: Connection) -> None:
         if not self._ready:

@@ -37,6 +37,11 @@ KAFKA_NAMES: dict[str, tuple[str, str]] = {
     "auto.create.topics.enable": ("topics", "auto_create"),
     "num.partitions": ("topics", "num_partitions"),
     "socket.request.max.bytes": ("kafka", "max_frame_size"),
+    "queued.max.request.bytes": ("kafka", "queued_max_request_bytes"),
+    "connections.max.idle.ms": ("kafka", "connections_max_idle_ms"),
+    "max.connections": ("kafka", "max_connections"),
+    "max.connections.per.ip": ("kafka", "max_connections_per_ip"),
+    "max.connections.per.ip.overrides": ("kafka", "max_connections_per_ip_overrides"),
     "broker.id": ("kafka", "node_id"),
     "node.id": ("kafka", "node_id"),
 }
@@ -71,8 +76,37 @@ class KafkaListenerSettings(_Section):
     node_id: int = Field(default=0, ge=0)
     cluster_id: str = "kgc-cluster"
     max_frame_size: int = Field(default=104_857_600, ge=1024)  # socket.request.max.bytes
-    max_inflight: int = Field(default=1000, ge=1)  # per connection
+    max_inflight: int = Field(default=100, ge=1)  # requests queued per connection (answers not written yet)
     max_fetch_wait_ms: int = Field(default=30_000, ge=0)
+    # Connection limits (docs/robustness.md, "Connections"). Kafka's defaults are unlimited, except idle (10 min);
+    # queued.max.request.bytes is bounded here (one maximal frame's worth: a coordinator's requests are small).
+    queued_max_request_bytes: int = Field(default=104_857_600, ge=1024)  # queued.max.request.bytes
+    connections_max_idle_ms: int = Field(default=600_000, ge=1)  # connections.max.idle.ms
+    max_connections: int = Field(default=2_147_483_647, ge=1)  # max.connections (capped to the fd limit at start)
+    max_connections_per_ip: int = Field(default=2_147_483_647, ge=0)  # max.connections.per.ip
+    max_connections_per_ip_overrides: dict[str, int] = Field(default_factory=dict)  # "host:count,host:count"
+
+    @field_validator("max_connections_per_ip_overrides", mode="before")
+    @classmethod
+    def _parse_overrides(cls, value: Any) -> Any:
+        """Kafka's form, "host:count,host:count" (IPv6 in brackets or bare: the count is after the last colon)."""
+        if not isinstance(value, str):
+            return value
+        parsed: dict[str, int] = {}
+        for item in filter(None, (part.strip() for part in value.split(","))):
+            host, sep, count = item.rpartition(":")
+            if not sep or not host.strip("[] ") or not count.strip().isdigit():
+                raise ValueError(f"expected host:count, got {item!r}")
+            parsed[host.strip("[] ")] = int(count)
+        return parsed
+
+    @field_validator("max_connections_per_ip_overrides")
+    @classmethod
+    def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
+        for host, count in value.items():
+            if count < 0:
+                raise ValueError(f"{host!r}: count must be >= 0")
+        return value
 
     def advertised(self, bound_port: int) -> tuple[str, int]:
         host = self.advertised_host

@@ -10,6 +10,12 @@ Rules of this module:
 - Unknown tagged fields are skipped, in the header and anywhere in the body. kio's native reader raises ``KeyError``
   on them, so on ``KeyError`` the body is read again by ``protocol.tolerant``, which walks the same schema.
 - Trailing bytes after the body are ignored, as Kafka's own request parser does.
+- No declared length reaches kio's native reader unchecked: ``protocol.bounds`` walks every body whose schema has an
+  array first (the native reader pre-allocates declared array counts). A null where the schema allows none raises
+  ``InvalidRequest``, any other bad length ``LengthOutOfBounds`` (both ``MalformedFrame``).
+- ``encode_response`` returns the whole frame: size prefix, response header (v0 for ApiVersions and non-flexible
+  versions, v1 otherwise) and body. Heartbeat responses (the most frequent) are packed by hand with one
+  ``struct`` call, OffsetCommit responses in ``protocol.hot_responses``; tests prove the bytes identical to kio's.
 - ``encode_response`` returns the whole frame: size prefix, response header (v0 for ApiVersions and non-flexible
   versions, v1 otherwise) and body. Heartbeat responses (the most frequent) are packed by hand with one
   ``struct`` call, OffsetCommit responses in ``protocol.hot_responses``; tests prove the bytes identical to kio's.
@@ -27,12 +33,13 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.serial import entity_reader, entity_writer
-from kio.serial.errors import DecodeError
+from kio.serial.errors import DecodeError, UnexpectedNull
 from kio.static.primitive import i16
 
 from protocol._cache import typed_cache
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
-from protocol.errors import ErrorCode, MalformedFrame, UnsupportedApi
+from protocol.bounds import checker
+from protocol.errors import ErrorCode, InvalidRequest, MalformedFrame, UnsupportedApi
 from protocol.headers import RequestHeader, parse_request_header, peek_request_prefix, skip_header_tags
 from protocol.tolerant import read_entity_tolerant
 
@@ -100,9 +107,25 @@ def _decoder(api_key: int, api_version: int) -> tuple[type[Any], Callable[[bytes
     entry = _decoders.get((api_key, api_version))
     if entry is None:
         cls = request_class(api_key, api_version)
-        entry = (cls, _reader(cls), bool(cls.__flexible__))
+        entry = (cls, _guarded_reader(cls), bool(cls.__flexible__))
         _decoders[(api_key, api_version)] = entry
     return entry
+
+
+@typed_cache
+def _guarded_reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
+    """kio's native reader of ``cls``, behind ``protocol.bounds``' length check when the schema has an array (the
+    native reader pre-allocates a declared array count: an unchecked one can abort the process)."""
+    native = _reader(cls)
+    check = checker(cls)
+    if check is None:
+        return native
+
+    def read(data: bytes, offset: int) -> tuple[Any, int]:
+        check(data, offset, len(data))
+        return native(data, offset)
+
+    return read
 
 
 def decode_body(cls: type[Any], data: bytes | bytearray | memoryview, offset: int = 0) -> Any:
@@ -113,7 +136,7 @@ def decode_body(cls: type[Any], data: bytes | bytearray | memoryview, offset: in
     if type(data) is not bytes:
         data = bytes(data)
     try:
-        value, _ = _reader(cls)(data, offset)
+        value, _ = _guarded_reader(cls)(data, offset)
     except KeyError:
         # kio's native reader met a tagged field it does not know; Kafka says skip it.
         value, _ = read_entity_tolerant(cls, data, offset)
@@ -153,6 +176,20 @@ def _request_body(
             body, _ = reader(data, offset)
         except KeyError:
             body, _ = read_entity_tolerant(cls, data, offset)
+    except MalformedFrame as e:  # from protocol.bounds, which knows no header
+        raise type(e)(
+            f"malformed {cls.__name__} v{header.api_version} body: {e}",
+            header.correlation_id,
+            header.api_key,
+            header.api_version,
+        ) from None
+    except UnexpectedNull as e:  # kio's own string/bytes readers, for schemas the guard does not walk
+        raise InvalidRequest(
+            f"malformed {cls.__name__} v{header.api_version} body: {e}",
+            header.correlation_id,
+            header.api_key,
+            header.api_version,
+        ) from e
     except (*_DECODE_ERRORS, KeyError) as e:
         raise MalformedFrame(
             f"malformed {cls.__name__} v{header.api_version} body: {type(e).__name__}: {e}",
@@ -175,7 +212,7 @@ def _unsupported(data: bytes, api_key: int, api_version: int, correlation_id: in
         return UnsupportedApi(api_key, api_version, correlation_id)
     try:
         body = decode_body(cls, data, offset)
-    except (*_DECODE_ERRORS, KeyError):
+    except (*_DECODE_ERRORS, KeyError, MalformedFrame):
         body = None
     return UnsupportedApi(api_key, api_version, correlation_id, header.client_id, body)
 

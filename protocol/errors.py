@@ -11,6 +11,8 @@ from kio.schema.errors import ErrorCode
 __all__ = [
     "ErrorCode",
     "FrameTooLarge",
+    "InvalidRequest",
+    "LengthOutOfBounds",
     "MalformedFrame",
     "ProtocolError",
     "UnsupportedApi",
@@ -46,6 +48,17 @@ class MalformedFrame(ProtocolError):
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.api_version = api_version
+
+
+class LengthOutOfBounds(MalformedFrame):
+    """A declared length (array count, string or bytes length, varint, tagged field) runs past the end of the frame,
+    or is negative where only -1 (null) may be. Kafka closes the connection on such a request."""
+
+
+class InvalidRequest(MalformedFrame):
+    """A null where the request schema does not allow one (a non-nullable array or string). The request is
+    well-framed, so it is answered with INVALID_REQUEST (42) where the response has a top-level error code
+    (``protocol.responses.invalid_request_frame``); otherwise the connection is closed."""
 
 
 class UnsupportedApi(ProtocolError):

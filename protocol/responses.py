@@ -20,11 +20,11 @@ from kio.static.constants import uuid_zero
 from protocol._cache import typed_cache
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import api_versions_error_frame, encode_response, response_class
-from protocol.errors import ErrorCode, UnsupportedApi
+from protocol.errors import ErrorCode, InvalidRequest, UnsupportedApi
 from protocol.headers import RequestHeader
 from protocol.tolerant import field_shape
 
-__all__ = ["api_versions_response", "error_response", "unsupported_response_frame"]
+__all__ = ["api_versions_response", "error_response", "invalid_request_frame", "unsupported_response_frame"]
 
 _AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -361,3 +361,25 @@ def unsupported_response_frame(exc: UnsupportedApi) -> bytes | None:
         return None
     header = RequestHeader(exc.api_key, exc.api_version, exc.correlation_id, exc.client_id)
     return encode_response(header, body)
+
+
+@typed_cache
+def _has_top_level_error(api_key: int, api_version: int) -> bool:
+    try:
+        cls = response_class(api_key, api_version)
+    except ValueError:
+        return False
+    return any(f.name == "error_code" and f.metadata.get("kafka_type") == "error_code" for f in dataclasses.fields(cls))
+
+
+def invalid_request_frame(exc: InvalidRequest) -> bytes | None:
+    """The INVALID_REQUEST (42) answer to a request with a null the schema does not allow, or ``None`` when that
+    api/version's response has no top-level error code (or the api/version is not one we answer): then the connection
+    is closed, as Kafka closes it on a request it cannot parse."""
+    key, version, correlation_id = exc.api_key, exc.api_version, exc.correlation_id
+    if key is None or version is None or correlation_id is None or key not in _BUILDERS:
+        return None
+    if not _has_top_level_error(key, version):
+        return None
+    body = error_response(key, version, ErrorCode.invalid_request)
+    return encode_response(RequestHeader(key, version, correlation_id, None), body)

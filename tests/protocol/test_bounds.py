@@ -56,7 +56,12 @@ def test_the_guard_runs_exactly_where_the_schema_has_an_array() -> None:
 
 
 @pytest.mark.parametrize(("key", "version"), SERVED)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=15,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_valid_bodies_decode_as_the_native_reader_does(key: int, version: int, data: st.DataObject) -> None:
     cls = request_class(key, version)
@@ -65,7 +70,12 @@ def test_valid_bodies_decode_as_the_native_reader_does(key: int, version: int, d
     tail = data.draw(st.sampled_from([b"", b"\x00", b"junk"]))  # trailing bytes are ignored, as Kafka does
     frame = F.payload(key, version, raw + tail)
     offset = len(frame) - len(raw) - len(tail)
-    expected, end = _native(cls, frame, offset)
+    try:
+        expected, end = _native(cls, frame, offset)
+    except ValueError:  # e.g. a timedelta_i64 beyond Python's timedelta: kio cannot read it either way
+        with pytest.raises(MalformedFrame):
+            decode_request(frame)
+        return
     assert end == offset + len(raw)
     assert decode_request(frame).body == expected
     assert bounds.check_body(cls, frame, offset) == end  # the walk follows the same bytes as the reader

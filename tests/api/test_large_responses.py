@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ from coordinator.topics import AutoCreateLimits, TopicRegistry, topic_id_for
 from protocol.codec import decode_response_frame, encode_response
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
+
+from .conftest import Harness
 
 NODE = Node(7, "coord.example", 19092, "cluster-x")
 NULL = uuid.UUID(int=0)
@@ -264,3 +267,57 @@ async def test_illegal_names_are_never_created(name: str) -> None:
     assert names_with(got, 9, ErrorCode.invalid_topic_exception) == [name]
     assert len(registry) == 0
     assert registry.refused["invalid_name"] == 1
+
+
+# ------------------------------------------------------------------------------------ ListGroups / DescribeGroups
+
+
+@pytest.fixture
+async def crowd(h: Harness) -> Harness:
+    """The api harness with 7 Empty groups (admin commits) and one with a member (CompletingRebalance)."""
+    for i in range(7):
+        partitions = [{"partition_index": 0, "committed_offset": i, "committed_metadata": ""}]
+        await h.respond(8, 9, group_id=f"g{i}", generation_id_or_member_epoch=-1, member_id="",
+                        topics=[{"name": "t", "partitions": partitions}])  # fmt: skip
+    parked = h.call(11, 3, group_id="joined", session_timeout=timedelta(seconds=10),
+                    rebalance_timeout=timedelta(seconds=20), member_id="", protocol_type="consumer",
+                    protocols=[{"name": "range", "metadata": b"meta"}])  # fmt: skip
+    h.timer.advance(0)
+    await parked
+    return h
+
+
+@pytest.mark.parametrize("version", range(6))
+async def test_list_and_describe_groups_in_slices_are_kio_bytes(
+    crowd: Harness, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coordinator.api import groups_admin
+
+    list_fields: dict[str, Any] = {"states_filter": ()} if version >= 4 else {}
+    ids = ("joined", *(f"g{i}" for i in range(7)), "absent", "joined")
+    describe_fields: dict[str, Any] = {"groups": ids}
+    if version >= 3:
+        describe_fields["include_authorized_operations"] = True
+
+    async def answer_of(api_key: int, fields: dict[str, Any]) -> bytes:
+        ctx = RequestContext(api_key, version, 3, "cid", "/10.0.0.1")
+        result = HANDLERS[api_key](crowd.services, ctx, build(load_request_schema(api_key, version), fields))
+        if hasattr(result, "__await__"):
+            result = await result
+        if isinstance(result, bytes):
+            return result
+        return encode_response(RequestHeader(api_key, version, 3, "cid"), result)
+
+    whole_list = await answer_of(16, list_fields)
+    whole_describe = await answer_of(15, describe_fields)
+    monkeypatch.setattr(groups_admin, "SLICE_GROUPS", 3)
+    ctx = RequestContext(16, version, 3, "cid", "/10.0.0.1")
+    parked = HANDLERS[16](crowd.services, ctx, build(load_request_schema(16, version), list_fields))
+    assert asyncio.iscoroutine(parked)  # more groups than a slice: built between other work
+    parked.close()
+    assert await answer_of(16, list_fields) == whole_list
+    assert await answer_of(15, describe_fields) == whole_describe
+    _, listed = decode_response_frame(16, version, whole_list)
+    assert len(listed.groups) == 8
+    _, described = decode_response_frame(15, version, whole_describe)
+    assert [len(g.members) for g in described.groups][:1] == [1]

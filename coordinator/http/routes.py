@@ -448,7 +448,7 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("POST", "/v1/topics", create_topic, "Register a topic", "topics",
              {200: TopicView, 201: TopicView, 409: ErrorBody}, body=TopicCreate, mutating=True),
     Endpoint("GET", "/healthz", healthz, "Alive", "health", {200: Health}),
-    Endpoint("GET", "/readyz", readyz, "Storage loaded and reachable", "health", {200: Readiness, 503: Readiness}),
+    Endpoint("GET", "/readyz", readyz, "Loaded, storage writable", "health", {200: Readiness, 503: Readiness}),
 ]  # fmt: skip
 
 METRICS_PATH_ITEM: dict[str, Any] = {

@@ -23,6 +23,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError, UnexpectedNull
 from kio.static.primitive import i16
 
+from protocol import legacy
 from protocol._cache import typed_cache
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
 from protocol.bounds import checker
@@ -72,6 +74,9 @@ class Request(NamedTuple):  # a tuple: built for every request, and cheaper than
 @typed_cache
 def request_class(api_key: int, api_version: int) -> type[Any]:
     """kio's request dataclass for that api/version. Raises ``ValueError`` if kio does not know it."""
+    old = legacy.REQUEST_CLASSES.get((api_key, api_version))  # a version kio has no schema for (protocol.legacy)
+    if old is not None:
+        return old
     try:
         cls: type[Any] = load_request_schema(api_key, api_version)
     except KioIndexError as e:
@@ -82,6 +87,9 @@ def request_class(api_key: int, api_version: int) -> type[Any]:
 @typed_cache
 def response_class(api_key: int, api_version: int) -> type[Any]:
     """kio's response dataclass for that api/version. Raises ``ValueError`` if kio does not know it."""
+    old = legacy.RESPONSE_CLASSES.get((api_key, api_version))  # a version kio has no schema for (protocol.legacy)
+    if old is not None:
+        return old
     try:
         cls: type[Any] = load_response_schema(api_key, api_version)
     except KioIndexError as e:
@@ -91,6 +99,8 @@ def response_class(api_key: int, api_version: int) -> type[Any]:
 
 @typed_cache
 def _reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
+    if cls in legacy.CLASSES:  # protocol.legacy's hand-written, bounds-checked reader
+        return functools.partial(legacy.decode, cls)
     return entity_reader(cls)  # type: ignore[no-any-return]
 
 
@@ -306,6 +316,7 @@ _FAST_ENCODERS: dict[type[Any], Callable[[int, Any], bytes]] = {
     response_class(ApiKey.HEARTBEAT, 2): _heartbeat_v1_3,
     response_class(ApiKey.HEARTBEAT, 3): _heartbeat_v1_3,
     response_class(ApiKey.HEARTBEAT, 4): _heartbeat_v4,
+    **legacy.RESPONSE_ENCODERS,  # the old versions kio has no schema for
 }
 
 

@@ -1,4 +1,4 @@
-"""ListOffsets (2, v1-7) and Fetch (4-12): every partition is empty and stays empty.
+"""ListOffsets (2, v0-7) and Fetch (4-12): every partition is empty and stays empty.
 
 The coordinator stores no messages, but consumers fetch anyway. ListOffsets answers offset 0 for earliest (-2),
 latest (-1) and the other special timestamps, and "not found" (offset -1) for a timestamp lookup, as Kafka does on an
@@ -7,6 +7,12 @@ with ``records`` as empty bytes (never null: kafka-python 3.0.12 crashes on null
 log start = 0, and fetch session id 0 (no incremental sessions, so clients keep sending full fetches). A Fetch from
 an offset beyond 0 (a committed offset from elsewhere) is not OFFSET_OUT_OF_RANGE: that would make the consumer reset
 and then auto-commit the reset position over the committed offset.
+
+ListOffsets v0 (Kafka 4 dropped it; decoded by ``protocol.legacy``) answers a list of offsets instead of one, as
+Kafka 3.9's ``legacyFetchOffsetsBefore`` did on an empty log, which is one empty segment at offset 0: ``[0]`` for
+latest (-1) and earliest (-2), at most ``max_num_offsets`` of them (none for 0 or less); a timestamp lookup finds
+nothing (``[]``, as v1+ answer "not found"); any other negative timestamp is UNSUPPORTED_VERSION (v0 knows only -1
+and -2); an unknown partition UNKNOWN_TOPIC_OR_PARTITION with no offsets.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from protocol.codec import response_class
 from protocol.errors import ErrorCode
 
 from ._util import ms, response_cls
@@ -23,7 +30,28 @@ from .context import RequestContext, Services
 _LATEST, _EARLIEST = -1, -2
 
 
+def _list_offsets_v0(services: Services, ctx: RequestContext, body: Any) -> Any:
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            offsets: tuple[int, ...]
+            if not services.topics.has_partition(t.name, p.partition_index):
+                error, offsets = ErrorCode.unknown_topic_or_partition, ()
+            elif p.timestamp < _EARLIEST:
+                error, offsets = ErrorCode.unsupported_version, ()
+            elif p.timestamp < 0 and p.max_num_offsets > 0:
+                error, offsets = ErrorCode.none, (0,)
+            else:
+                error, offsets = ErrorCode.none, ()
+            parts.append({"partition_index": p.partition_index, "error_code": error, "old_style_offsets": offsets})
+        topics.append({"name": t.name, "partitions": parts})
+    return build(response_class(ctx.api_key, ctx.api_version), {"topics": topics})
+
+
 def handle_list_offsets(services: Services, ctx: RequestContext, body: Any) -> Any:
+    if ctx.api_version == 0:
+        return _list_offsets_v0(services, ctx, body)
     topics = []
     for t in body.topics:
         parts = []

@@ -216,8 +216,8 @@ def test_unserved_api_known_to_kio_is_decoded_but_not_answered() -> None:
 
 
 def test_version_below_the_minimum_is_unsupported() -> None:
-    e = unsupported(struct.pack(">hhih", 8, 1, 3, -1) + b"\x00" * 20)  # OffsetCommit v1 (kio has none)
-    assert (e.api_key, e.api_version, e.correlation_id) == (8, 1, 3)
+    e = unsupported(struct.pack(">hhih", 1, 3, 3, -1) + b"\x00" * 20)  # Fetch v3 (kio has none)
+    assert (e.api_key, e.api_version, e.correlation_id) == (1, 3, 3)
 
 
 def test_unsupported_api_versions_gets_the_v0_error_answer() -> None:

@@ -84,7 +84,7 @@ def skip_header_tags(frame: bytes, offset: int, header: RequestHeader) -> int:
         return offset + 1
     try:
         return skip_tagged_fields(frame, offset)
-    except DecodeError as e:
+    except (DecodeError, ValueError) as e:  # kio's varint reader raises ValueError on a varint over 5 bytes
         raise MalformedFrame(
             f"bad request header tagged fields: {e}", header.correlation_id, header.api_key, header.api_version
         ) from e

@@ -265,3 +265,12 @@ def test_tagged_field_sizes_are_checked() -> None:
     ):
         with pytest.raises(LengthOutOfBounds):
             decode_request(F.payload(1, 12, bad))
+
+
+def test_an_overlong_varint_in_the_header_tags_is_malformed() -> None:
+    """Found by the fuzzer: kio's varint reader raised ValueError out of ``decode_request`` (logged as a codec bug
+    at ERROR with a traceback) for a flexible request header whose tag count is a varint over 5 bytes."""
+    head = F.header_bytes(12, 4)
+    assert head[-1] == 0  # the empty header tag section
+    with pytest.raises(MalformedFrame):
+        decode_request(head[:-1] + b"\xff" * 6 + b"\x01")

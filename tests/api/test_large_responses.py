@@ -321,3 +321,31 @@ async def test_list_and_describe_groups_in_slices_are_kio_bytes(
     assert len(listed.groups) == 8
     _, described = decode_response_frame(15, version, whole_describe)
     assert [len(g.members) for g in described.groups][:1] == [1]
+
+
+def test_auto_creation_settings_and_metrics() -> None:
+    from coordinator.metrics import Metrics
+    from coordinator.settings import Settings
+
+    settings = Settings(
+        topics={"auto_create_max_per_request": 2, "auto_create_per_second": 0.5, "auto_create_burst": 4,
+                "auto_create_max_topics": 50, "initial": {"orders": 3}}
+    )  # fmt: skip
+    registry = TopicRegistry.from_settings(settings.topics)
+    assert registry.limits == AutoCreateLimits(max_per_request=2, per_second=0.5, burst=4, max_topics=50)
+    assert registry.get("orders") is not None and registry.auto_create
+    registry.maybe_auto_create("made", client="/h")
+    registry.maybe_auto_create("bad name", client="/h")
+    metrics = Metrics()
+    metrics.watch_topics(registry)
+    text = metrics.render().decode()
+    for line in (
+        "kgc_topics 2.0",
+        "kgc_topics_auto_created_total 1.0",
+        'kgc_topics_auto_create_refused_total{reason="invalid_name"} 1.0',
+        'kgc_topics_auto_create_refused_total{reason="rate"} 0.0',
+        'kgc_topics_auto_create_limit{limit="max_topics"} 50.0',
+        'kgc_topics_auto_create_limit{limit="per_second"} 0.5',
+        'kgc_topics_auto_create_limit{limit="enabled"} 1.0',
+    ):
+        assert line in text

@@ -98,7 +98,7 @@ def test_pipelined_metadata_for_every_topic_keeps_a_consumer_in_its_group(crowde
         prober.start()
         started = time.perf_counter()
         sizes: list[int] = []
-        with socket.create_connection(("127.0.0.1", crowded.port), timeout=120) as attacker:
+        with socket.create_connection(("127.0.0.1", crowded.port), timeout=60) as attacker:
             attacker.sendall(flood)
             first = b""
             for _ in range(REQUESTS):

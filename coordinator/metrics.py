@@ -426,46 +426,6 @@ class Metrics:
 
         self.registry.register(_TopicsCollector())
 
-    def watch_topics(self, topics: Any) -> None:
-        """Topics and auto-creation (its counters and limits), read at scrape time from ``topics`` (the server's
-        ``coordinator.topics.TopicRegistry``)."""
-
-        class _TopicsCollector(Collector):
-            def describe(self) -> Iterable[Metric]:
-                return []
-
-            def collect(self) -> Iterator[Metric]:
-                yield GaugeMetricFamily("kgc_topics", "Topics in the registry.", value=len(topics))
-                yield CounterMetricFamily(
-                    "kgc_topics_auto_created", "Topics created by Metadata requests.", value=topics.auto_created
-                )
-                refused = CounterMetricFamily(
-                    "kgc_topics_auto_create_refused",
-                    "Topics a Metadata request asked to create that were not created, by reason (invalid_name: "
-                    "INVALID_TOPIC_EXCEPTION; max_topics, per_request, rate: UNKNOWN_TOPIC_OR_PARTITION).",
-                    labels=["reason"],
-                )
-                for reason, n in topics.refused.items():
-                    refused.add_metric([reason], n)
-                yield refused
-                limits = topics.limits
-                limit = GaugeMetricFamily(
-                    "kgc_topics_auto_create_limit",
-                    "Auto-creation limits ([topics] auto_create_*; 0 = none); enabled is auto.create.topics.enable.",
-                    labels=["limit"],
-                )
-                for name, value in (
-                    ("enabled", float(topics.auto_create)),
-                    ("max_per_request", limits.max_per_request),
-                    ("per_second", limits.per_second),
-                    ("burst", limits.burst),
-                    ("max_topics", limits.max_topics),
-                ):
-                    limit.add_metric([name], value)
-                yield limit
-
-        self.registry.register(_TopicsCollector())
-
     def render(self) -> bytes:
         """The text exposition format (``CONTENT_TYPE_LATEST``)."""
         return generate_latest(self.registry)

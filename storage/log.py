@@ -30,8 +30,9 @@ Write health (``/readyz``)
     Reaching the database is not enough: a full disk or read-only files let ``SELECT 1`` succeed while every write
     fails. ``write_health()`` says whether the last write transaction failed, since when, how many in a row and why;
     the next successful transaction clears it. ``check_writes()`` (the readiness probe) also clears it by itself: while
-    writes are failing it runs a probe transaction (a no-op ``UPDATE`` of ``log_state``, which SQLite still appends to
-    its WAL, so a full disk fails it) at most once per ``probe_interval_s``. A batch refused for its *data* (see
+    writes are failing it runs a probe transaction (``log_state`` moved and moved back, which SQLite must append to
+    its WAL, so a full disk fails it) at most once per ``probe_interval_s``; not after a ``PositionConflict`` (another
+    process wrote here: only one of our own batches committing clears that). A batch refused for its *data* (see
     Failure) does not count: the database is fine, the request is not. Failed writes log one warning per cause,
     rate-limited (``coordinator.logs``' throttle), so an outage under load does not flood the log.
 
@@ -143,6 +144,7 @@ class SqlRecordLog:
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._health = WriteHealth(ok=True)
         self._last_probe = 0.0  # time.monotonic() of the last probe transaction
+        self._conflict = False  # the last failure was a PositionConflict (see check_writes)
         self._lock: DatabaseLock | None = None  # an embedded SQLite database's (open(exclusive=True)); see close()
 
     # ------------------------------------------------------------------------------------------------ life cycle
@@ -343,8 +345,11 @@ class SqlRecordLog:
     async def check_writes(self, *, probe_interval_s: float = 1.0) -> WriteHealth:
         """The write health; while writes are failing, first a probe transaction (at most one per
         ``probe_interval_s``, so a busy ``/readyz`` does not hammer a sick database), which clears the failure when
-        it commits. Never raises."""
-        if self._health.ok or self._closed:
+        it commits. Never raises.
+
+        Not after a ``PositionConflict``: another process wrote to this database, which a probe cannot see (it
+        succeeds); that stays reported until one of our own batches commits on the re-read position."""
+        if self._health.ok or self._closed or self._conflict:
             return self._health
         now = time.monotonic()
         if now - self._last_probe < probe_interval_s:
@@ -361,6 +366,7 @@ class SqlRecordLog:
         return self._health
 
     def _write_failed(self, e: BaseException) -> None:
+        self._conflict = isinstance(e, PositionConflict)
         h = self._health
         self._health = WriteHealth(
             ok=False,
@@ -372,6 +378,7 @@ class SqlRecordLog:
     def _write_succeeded(self) -> None:
         if not self._health.ok:
             self._health = WriteHealth(ok=True)
+            self._conflict = False
 
     def _observe(self, records: int, seconds: float, ok: bool) -> None:
         if self.on_batch is not None:

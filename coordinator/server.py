@@ -51,9 +51,9 @@ from coordinator.api.errors import error_body
 from coordinator.metrics import ConnectionStats
 from protocol.apis import ApiKey
 from protocol.codec import Request, decode_request, encode_response, heartbeat_response_frame
-from protocol.errors import MalformedFrame, ProtocolError, UnsupportedApi
+from protocol.errors import InvalidRequest, MalformedFrame, ProtocolError, UnsupportedApi
 from protocol.framing import FrameDecoder
-from protocol.responses import unsupported_response_frame
+from protocol.responses import invalid_request_frame, unsupported_response_frame
 
 log = logging.getLogger("coordinator.server")
 
@@ -64,6 +64,7 @@ DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # connections.max.idle.ms (Kafka's de
 UNLIMITED_CONNECTIONS = 2_147_483_647  # Kafka's default for max.connections and max.connections.per.ip
 FRAMES_PER_TURN = 64  # frames one connection dispatches before the others get their turn
 SMALL_PARTIAL = 65_536  # bytes of an unfinished frame a connection may hold while queued.max.request.bytes is used up
+LISTEN_BACKLOG = 1024
 FD_RESERVE = 128  # file descriptors kept for the database, the HTTP API and logs when capping max.connections
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
 HEARTBEAT_TIMING_SAMPLE = 64  # one heartbeat in 64 is timed for kgc_request_seconds (all are counted)
@@ -326,11 +327,25 @@ class Connection(asyncio.Protocol):
             request = decode_request(frame)
         except UnsupportedApi as exc:
             return self._unsupported(exc)
+        except InvalidRequest as exc:  # a null the schema forbids: INVALID_REQUEST where the response can say so
+            peer_host = self.client_host
+            try:
+                answer = invalid_request_frame(exc)
+            except Exception:
+                log.exception("connection %s: cannot answer %s", self.peer, exc, extra={"throttle": ("codec-bug",)})
+                answer = None
+            if answer is None:
+                log.warning("closing connection %s: %s", self.peer, exc, extra={"throttle": ("malformed", peer_host)})
+                return False
+            log.info("connection %s: INVALID_REQUEST: %s", self.peer, exc, extra={"throttle": ("invalid", peer_host)})
+            self._push(answer)
+            return True
         except MalformedFrame as exc:
-            log.warning("closing connection %s: %s", self.peer, exc)
+            throttle = {"throttle": ("malformed", self.client_host)}
+            log.warning("closing connection %s: %s", self.peer, exc, extra=throttle)
             return False
-        except Exception:  # a codec bug must not take the server down either
-            log.exception("closing connection %s: undecodable frame", self.peer)
+        except Exception:  # a bug in our codec (the fuzzer finds none): it must not take the server down either
+            log.exception("closing connection %s: undecodable frame", self.peer, extra={"throttle": ("codec-bug",)})
             return False
         self._push(self.server.handle(request, self.client_host))
         return True
@@ -339,12 +354,17 @@ class Connection(asyncio.Protocol):
         try:
             frame = unsupported_response_frame(exc)
         except Exception:
-            log.exception("connection %s: cannot answer %s", self.peer, exc)
+            log.exception("connection %s: cannot answer %s", self.peer, exc, extra={"throttle": ("codec-bug",)})
             frame = None
         if frame is None:
-            log.warning("closing connection %s: %s (no encodable error response)", self.peer, exc)
+            log.warning(
+                "closing connection %s: %s (no encodable error response)",
+                self.peer,
+                exc,
+                extra={"throttle": ("unsupported", self.client_host)},
+            )
             return False
-        log.info("connection %s: %s", self.peer, exc)
+        log.info("connection %s: %s", self.peer, exc, extra={"throttle": ("unsupported", self.client_host)})
         self._push(frame)
         return True
 
@@ -539,7 +559,11 @@ class KafkaServer:
             # Past the fd limit accept() fails with EMFILE (and the loop logs errors); refuse cleanly before it.
             self.max_connections = max(1, fds - FD_RESERVE)
             log.info("max.connections capped at %d (file descriptor limit %d)", self.max_connections, fds)
-        self._server = await loop.create_server(self._new_protocol, self.host or None, self.port, reuse_address=True)
+        # A listen backlog of LISTEN_BACKLOG (asyncio's default is 100): a burst of connects (clients restarting
+        # together) waits in the kernel's queue instead of having its SYNs dropped and retried a second later.
+        self._server = await loop.create_server(
+            self._new_protocol, self.host or None, self.port, reuse_address=True, backlog=LISTEN_BACKLOG
+        )
         self._idle_handle = loop.call_later(self._idle_tick(), self._sweep_idle)
         log.info("kafka listener started host=%s port=%d", self.host, self.bound_port)
 

@@ -7,8 +7,9 @@ Kafka listener):
    writable by this process. SQLite does not refuse such a database: it opens what it cannot write read-only, serves
    reads, and fails every write ("attempt to write a readonly database") — and a ``-shm`` it can only map
    read-only is the one case the issue reported ending in SIGBUS. So the start fails with a message naming the file.
-   The check opens each file for writing (``O_RDWR``) instead of asking ``access()``: that is what SQLite will do,
-   and it is honest for root too (an immutable file, ``chattr +i``, or a read-only mount refuses root as well).
+   The check opens each file for writing (``O_RDWR``) and creates (then removes) a file in the directory instead
+   of asking ``access()``: that is what SQLite will do, and it is honest for root too (an immutable file,
+   ``chattr +i``, or a read-only mount refuses root as well).
 2. **Exclusive.** ``<database>-kgc.lock`` next to the database holds an exclusive ``flock`` for the life of the
    process, and says who holds it (pid, host, start time, the database). A second daemon on the same database fails
    with a message naming the holder. The kernel drops the lock when the holder's process ends however it ends
@@ -25,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,11 +64,15 @@ def check_writable(database: Path) -> None:
     """Raise ``DatabaseNotWritable`` naming the first of directory, database, ``-wal``, ``-shm`` that this process
     cannot write."""
     directory = database.parent
-    if not os.access(directory, os.W_OK | os.X_OK):
+    try:  # create a file, as SQLite will (its -wal, -shm and journal files)
+        fd, probe = tempfile.mkstemp(prefix=".kgc-write-check-", dir=directory)
+    except OSError as e:
         raise DatabaseNotWritable(
-            f"cannot write to the data directory {directory} (SQLite creates its -wal and -shm files there): "
-            f"{_why(directory)}"
-        )
+            f"cannot create files in the data directory {directory} (SQLite creates its -wal and -shm files "
+            f"there): {e.strerror} (owner uid {_owner(directory)}, this process runs as uid {os.geteuid()})"
+        ) from e
+    os.close(fd)
+    os.unlink(probe)
     for path in (database, Path(f"{database}-wal"), Path(f"{database}-shm")):
         try:
             fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -130,12 +136,3 @@ def _owner(path: Path) -> str:
         return str(path.stat().st_uid)
     except OSError:
         return "?"
-
-
-def _why(path: Path) -> str:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as e:
-        return e.strerror or str(e)
-    os.close(fd)
-    return f"permission denied (owner uid {_owner(path)}, this process runs as uid {os.geteuid()}, or read-only)"

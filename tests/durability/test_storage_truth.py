@@ -178,13 +178,17 @@ def test_second_daemon_on_the_same_database_is_refused(tmp_path: Path) -> None:
         second.stop()
 
 
-@pytest.mark.parametrize("suffix", ["-shm", "", "-wal"])
+@pytest.mark.parametrize("suffix", ["-shm", "", "-wal", "directory"])
 def test_unwritable_database_files_fail_the_start(tmp_path: Path, suffix: str) -> None:
     daemon = Daemon(tmp_path, topics=DAEMON_TOPICS)
     daemon.start()
     assert commit(daemon, "immutable", 1) == 0
     daemon.kill()  # leaves coordinator.db-wal and -shm behind, as after any crash
-    target = tmp_path / "data" / f"coordinator.db{suffix}"
+    data = tmp_path / "data"
+    target = data if suffix == "directory" else data / f"coordinator.db{suffix}"
+    expected = (
+        f"cannot create files in the data directory {data}" if target == data else f"cannot open {target} for writing"
+    )
     assert target.exists(), sorted(p.name for p in target.parent.iterdir())
     if subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode != 0:
         _skip_or_fail(f"cannot make {target} immutable (chattr +i needs root and a file system that supports it)")
@@ -194,7 +198,8 @@ def test_unwritable_database_files_fail_the_start(tmp_path: Path, suffix: str) -
         subprocess.run(["chattr", "-i", str(target)], check=True)
     output = refused.stdout + refused.stderr
     assert refused.returncode != 0, output
-    assert f"cannot open {target} for writing" in output, output
+    assert expected in output and "Operation not permitted" in output, output
+    assert "Traceback" not in output, output
     assert "kafka listener started" not in output, output
     # Writable again: the daemon starts and has the commit.
     daemon.start()

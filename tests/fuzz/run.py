@@ -105,6 +105,10 @@ class CommittingConsumer(KafkaPythonMember):
         self.last_committed = {tp.partition: offset for tp in assignment}
 
 
+class DaemonGone(Exception):
+    pass
+
+
 @dataclass
 class Lane:
     sock: socket.socket | None = None
@@ -165,7 +169,8 @@ class Report:
             f"  answered / closed by the daemon / no answer in time: {answered:,} / {closed:,} / {silent:,}",
             f"connections opened   {self.connections:,}",
             f"daemon RSS (MB)      start {rss[0] / 1024:.0f}, max {max(rss) / 1024:.0f}, end {rss[-1] / 1024:.0f}"
-            f" ({len(rss)} samples)",
+            f" ({len(rss)} samples; at 1/4, 1/2, 3/4 of the run:"
+            f" {', '.join(f'{rss[len(rss) * q // 4] / 1024:.0f}' for q in (1, 2, 3))})",
             f"consumer             {self.consumer_commits} commits, generations {self.consumer_generations},"
             f" {len(self.commit_failures)} failed, {self.members_removed} members removed,"
             f" {self.rebalances} rebalances, last commit readable: {self.offsets_ok}",
@@ -191,7 +196,13 @@ class Fuzzer:
         self.correlation_id = 0
 
     def _open(self, lane: Lane) -> None:
-        sock = socket.create_connection(("127.0.0.1", self.daemon.port), timeout=5)
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.daemon.port), timeout=5)
+        except OSError:
+            assert self.daemon.process is not None
+            if self.daemon.process.poll() is not None:
+                raise DaemonGone(f"the daemon exited with {self.daemon.process.returncode}") from None
+            raise
         sock.setblocking(False)
         lane.sock = sock
         lane.buf.clear()
@@ -264,9 +275,13 @@ class Fuzzer:
         start = time.monotonic()
         deadline = start + max_seconds
         while self.report.frames < frames and time.monotonic() < deadline:
-            for lane in self.lanes:
-                if not lane.waiting and self.report.frames < frames:
-                    self._send(lane)
+            try:
+                for lane in self.lanes:
+                    if not lane.waiting and self.report.frames < frames:
+                        self._send(lane)
+            except DaemonGone as exc:
+                self.report.outcomes[f"{exc}"] += 1
+                break
             for key, _ in self.selector.select(timeout=self.patience / 4):
                 self._on_readable(key.data)
             now = time.monotonic()
@@ -324,7 +339,8 @@ def run(workdir: Path, frames: int, seed: int, max_seconds: float, rss_limit_mb:
         sampler.start()
         report = Fuzzer(daemon, seed, lanes=lanes).run(frames, max_seconds)
         commits = consumer.commits
-        wait_for(lambda: consumer.commits > commits, 10, "a commit after the fuzzing")  # still in service
+        if daemon.process.poll() is None:
+            wait_for(lambda: consumer.commits > commits, 10, "a commit after the fuzzing")  # still in service
         sampler.stop()
         report.rss_kb = sampler.samples
         report.rss_limit_kb = rss_limit_mb * 1024

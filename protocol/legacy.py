@@ -372,7 +372,8 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _INTS: Final[dict[str, struct.Struct]] = {"int16": _I16, "int32": _I32, "int64": _I64, "error_code": _I16}
 
-# One step of a class's layout: (field name, kind, struct or nested class, nullable).
+# One step of a class's layout: (field name, kind, struct or nested class, flag). The flag says "nullable" for a
+# string and "an error code" (read as ``ErrorCode``) for an integer.
 _PRIM, _STRING, _PRIM_ARRAY, _ENTITY_ARRAY = 0, 1, 2, 3
 _Step = tuple[str, int, Any, bool]
 
@@ -401,7 +402,7 @@ def _layout(cls: type[Any]) -> tuple[tuple[_Step, ...], int]:
             least += 2
         else:
             s = _INTS[str(kafka_type)]
-            steps.append((f.name, _PRIM, s, kafka_type == "error_code"))  # "nullable" slot: wrap in ErrorCode
+            steps.append((f.name, _PRIM, s, kafka_type == "error_code"))
             least += s.size
     result = (tuple(steps), least)
     _LAYOUTS[cls] = result

@@ -255,3 +255,32 @@ def test_decode_rejects_foreign_classes_and_raises_malformed_frame_directly() ->
         legacy.decode(int, b"")
     with pytest.raises(MalformedFrame):
         legacy.decode(legacy.OffsetFetchRequestV0, b"\x00\x01g\x00\x00")
+
+
+@pytest.mark.parametrize("cls", sorted(set(legacy.REQUEST_CLASSES.values()), key=lambda c: c.__name__))
+def test_the_legacy_reader_itself_checks_every_length(cls: type) -> None:
+    """Without the codec's generic length guard in front of it: every truncation, and a count of 0x7fffffff in
+    place of each array length, is a LegacyDecodeError before anything big is allocated."""
+    from tests.protocol.samples import sample
+
+    value = sample(cls)
+    body = legacy.encode(value)
+    assert legacy.decode(cls, body) == (value, len(body))
+    for n in range(len(body)):
+        with pytest.raises(legacy.LegacyDecodeError):
+            legacy.decode(cls, body[:n])
+    refused = 0
+    for at in range(len(body) - 3):
+        if struct.unpack_from(">i", body, at)[0] != 2:  # samples have two items per array
+            continue
+        forged = body[:at] + struct.pack(">i", 0x7FFFFFFF) + body[at + 4 :]
+        tracemalloc.start()
+        try:
+            legacy.decode(cls, forged)
+        except legacy.LegacyDecodeError:
+            refused += 1
+        finally:
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+        assert peak < 200_000, (at, peak)
+    assert refused >= 1

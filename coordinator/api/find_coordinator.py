@@ -12,6 +12,7 @@ from typing import Any
 
 from protocol.errors import ErrorCode
 
+from . import sliced
 from ._util import response_cls
 from .build import build
 from .context import RequestContext, Services
@@ -53,5 +54,12 @@ def handle_find_coordinator(services: Services, ctx: RequestContext, body: Any) 
     error = _key_error(key_type, ctx.api_version)
     cls = response_cls(ctx)
     if ctx.api_version >= 4:
-        return build(cls, {"coordinators": [_entry(services, key, error) for key in body.coordinator_keys]})
+        keys = body.coordinator_keys
+
+        def entry(key: str) -> dict[str, Any]:
+            return _entry(services, key, error)
+
+        if len(keys) > sliced.SLICE:  # a frame can carry millions of keys: encoded between other work
+            return sliced.sliced_frame(ctx, {}, "coordinators", keys, entry)
+        return build(cls, {"coordinators": [entry(key) for key in keys]})
     return build(cls, _entry(services, body.key, error))

@@ -291,7 +291,7 @@ async def crowd(h: Harness) -> Harness:
 async def test_list_and_describe_groups_in_slices_are_kio_bytes(
     crowd: Harness, version: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from coordinator.api import groups_admin
+    from coordinator.api import sliced
 
     list_fields: dict[str, Any] = {"states_filter": ()} if version >= 4 else {}
     ids = ("joined", *(f"g{i}" for i in range(7)), "absent", "joined")
@@ -310,7 +310,7 @@ async def test_list_and_describe_groups_in_slices_are_kio_bytes(
 
     whole_list = await answer_of(16, list_fields)
     whole_describe = await answer_of(15, describe_fields)
-    monkeypatch.setattr(groups_admin, "SLICE_GROUPS", 3)
+    monkeypatch.setattr(sliced, "SLICE", 3)
     ctx = RequestContext(16, version, 3, "cid", "/10.0.0.1")
     parked = HANDLERS[16](crowd.services, ctx, build(load_request_schema(16, version), list_fields))
     assert asyncio.iscoroutine(parked)  # more groups than a slice: built between other work
@@ -349,3 +349,21 @@ def test_auto_creation_settings_and_metrics() -> None:
         'kgc_topics_auto_create_limit{limit="enabled"} 1.0',
     ):
         assert line in text
+
+
+@pytest.mark.parametrize("version", [4, 5, 6])
+@pytest.mark.parametrize("key_type", [0, 9])
+async def test_find_coordinator_with_many_keys_in_slices_is_kio_bytes(
+    h: Harness, version: int, key_type: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from coordinator.api import sliced
+
+    ctx = RequestContext(10, version, 3, "cid", "/10.0.0.1")
+    body = build(
+        load_request_schema(10, version), {"key_type": key_type, "coordinator_keys": ("a", "b", "a", "c" * 300)}
+    )
+    whole = encode_response(RequestHeader(10, version, 3, "cid"), HANDLERS[10](h.services, ctx, body))
+    monkeypatch.setattr(sliced, "SLICE", 1)
+    parked = HANDLERS[10](h.services, ctx, body)
+    assert asyncio.iscoroutine(parked)
+    assert await parked == whole

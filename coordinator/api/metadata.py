@@ -250,29 +250,43 @@ def _every_topic(cache: _Encoded, registry: TopicRegistry, ctx: RequestContext, 
     return _shared(cache, task, ctx.correlation_id)
 
 
-def _requested(services: Services, ctx: RequestContext, body: Any, family: int) -> tuple[list[Topic | bytes], bool]:
-    """The entries answering a request that names topics, and whether it is an invalid request (v10-11 ids)."""
+def _requested(
+    services: Services, ctx: RequestContext, body: Any, family: int
+) -> Generator[None, None, tuple[list[Topic | bytes], bool]]:
+    """The entries answering a request that names topics, and whether it is an invalid request (v10-11 ids);
+    yields every ``SLICE_SECONDS`` (a request can name hundreds of thousands of topics)."""
     registry = services.topics
     node_id = services.node.node_id
     version = ctx.api_version
     requested = body.topics
-    if version in (10, 11) and any(t.name is None or (t.topic_id or _NULL_UUID) != _NULL_UUID for t in requested):
-        error = ErrorCode.invalid_request
-        return [encode_topic(family, error, t.name or "", t.topic_id, 0, node_id) for t in requested], True
     items: list[Topic | bytes] = []
+    deadline = perf_counter() + SLICE_SECONDS
+    if version in (10, 11) and any(t.name is None or (t.topic_id or _NULL_UUID) != _NULL_UUID for t in requested):
+        for i, t in enumerate(requested):
+            items.append(encode_topic(family, ErrorCode.invalid_request, t.name or "", t.topic_id, 0, node_id))
+            if not i & 1023 and perf_counter() > deadline:
+                yield
+                deadline = perf_counter() + SLICE_SECONDS
+        return items, True
     ids = dict.fromkeys(t.topic_id for t in requested if version >= 12 and (t.topic_id or _NULL_UUID) != _NULL_UUID)
     if ids:
         known: list[Topic | bytes] = []
-        for topic_id in ids:
+        for i, topic_id in enumerate(ids):
             topic = registry.by_id(topic_id)
             if topic is None:
                 items.append(encode_topic(family, ErrorCode.unknown_topic_id, None, topic_id, 0, node_id))
             else:
                 known.append(topic)
+            if not i & 1023 and perf_counter() > deadline:
+                yield
+                deadline = perf_counter() + SLICE_SECONDS
         return items + known, False
     allow_create = getattr(body, "allow_auto_topic_creation", True)
     created_before = registry.auto_created
-    for name in dict.fromkeys(t.name for t in requested):
+    for i, name in enumerate(dict.fromkeys(t.name for t in requested)):
+        if not i & 1023 and perf_counter() > deadline:
+            yield
+            deadline = perf_counter() + SLICE_SECONDS
         if name is None:  # v12, neither a name nor an id: the topic with the null id does not exist
             items.append(encode_topic(family, ErrorCode.unknown_topic_id, None, None, 0, node_id))
             continue
@@ -288,14 +302,18 @@ def _requested(services: Services, ctx: RequestContext, body: Any, family: int) 
     return items, False
 
 
+def _named(services: Services, ctx: RequestContext, body: Any, cache: _Encoded) -> Generator[None, None, bytes]:
+    items, invalid = yield from _requested(services, ctx, body, FAMILY[ctx.api_version])
+    return (yield from _answer(cache, services.topics, ctx, services.node, items, invalid))
+
+
 def handle_metadata(services: Services, ctx: RequestContext, body: Any) -> Any:
     registry = services.topics
     cache = _encoded_for(registry)
     requested = body.topics
     if requested is None or (ctx.api_version == 0 and not requested):
         return _every_topic(cache, registry, ctx, services.node)
-    items, invalid = _requested(services, ctx, body, FAMILY[ctx.api_version])
-    steps = _answer(cache, registry, ctx, services.node, items, invalid)
+    steps = _named(services, ctx, body, cache)
     try:
         next(steps)
     except StopIteration as finished:

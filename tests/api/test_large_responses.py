@@ -367,3 +367,17 @@ async def test_find_coordinator_with_many_keys_in_slices_is_kio_bytes(
     parked = HANDLERS[10](h.services, ctx, body)
     assert asyncio.iscoroutine(parked)
     assert await parked == whole
+
+
+async def test_a_request_naming_many_topics_is_resolved_and_encoded_in_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(md, "SLICE_SECONDS", 0.0)
+    registry = TopicRegistry(limits=AutoCreateLimits(max_per_request=0, per_second=0, max_topics=0))
+    for i in range(2500):
+        registry.add(f"t{i:05d}", 2)
+    names = [f"t{i:05d}" for i in range(0, 5000, 2)]  # half exist, half are created (no limits here)
+    parked = HANDLERS[3](
+        services(registry), RequestContext(3, 9, 4, "c", "/h"), request(9, [{"name": n} for n in names])
+    )
+    assert asyncio.iscoroutine(parked)
+    got = await parked
+    assert got == kio_frame(9, 4, ok(registry, *names))

@@ -44,6 +44,7 @@ from .context import Node, RequestContext, Services
 _NULL_UUID = uuid.UUID(int=0)
 _NOT_REQUESTED = -(2**31)  # topic_authorized_operations when the client did not ask for them
 SLICE_SECONDS = 0.005  # longest an encoding step runs before it yields to the event loop
+KEEP = 3  # version families whose topic entries are kept, and versions whose answer for every topic is kept
 
 # Metadata versions whose topic entries encode to the same bytes (for a non-null name): v1 adds is_internal, v5
 # offline_replicas, v7 leader_epoch, v8 topic_authorized_operations, v9 is flexible, v10 adds topic_id.
@@ -121,6 +122,25 @@ class _Encoded:
         for entries in self.entries.values():
             entries.pop(topic.name, None)
 
+    def entries_for(self, family: int, node_id: int) -> dict[str, bytes]:
+        """The kept entries of ``family``; only the ``KEEP`` families used last are kept (a client cycling through
+        every version must not make the daemon keep seven copies of every topic)."""
+        key = (family, node_id)
+        entries = self.entries.pop(key, None)
+        if entries is None:
+            entries = {}
+            if len(self.entries) >= KEEP:
+                del self.entries[next(iter(self.entries))]
+        self.entries[key] = entries  # last used last
+        return entries
+
+    def keep_answer(self, key: tuple[int, Node], generation: int, rest: bytes) -> None:
+        """Keep the answer for every topic of the ``KEEP`` versions used last."""
+        self.every_topic.pop(key, None)
+        if len(self.every_topic) >= KEEP:
+            del self.every_topic[next(iter(self.every_topic))]
+        self.every_topic[key] = (generation, rest)
+
 
 _encoded: weakref.WeakKeyDictionary[TopicRegistry, _Encoded] = weakref.WeakKeyDictionary()
 
@@ -162,7 +182,7 @@ def _encode(
     cache: _Encoded, registry: TopicRegistry, family: int, node_id: int, items: Sequence[Topic | bytes]
 ) -> Generator[None, None, list[bytes]]:
     """The entries of ``items`` (a Topic, or an entry already encoded), yielding every ``SLICE_SECONDS``."""
-    entries = cache.entries.setdefault((family, node_id), {})
+    entries = cache.entries_for(family, node_id)
     out: list[bytes] = []
     append = out.append
     deadline = perf_counter() + SLICE_SECONDS
@@ -234,14 +254,14 @@ def _every_topic(cache: _Encoded, registry: TopicRegistry, ctx: RequestContext, 
         next(steps)
     except StopIteration as finished:
         rest: bytes = finished.value
-        cache.every_topic[key] = (generation, rest)
+        cache.keep_answer(key, generation, rest)
         return _with_correlation(rest, ctx.correlation_id)
 
     async def build_the_rest() -> bytes:
         try:
             rest = await _continue(steps)
             if cache.every_topic.get(key, (-1, b""))[0] < generation:
-                cache.every_topic[key] = (generation, rest)
+                cache.keep_answer(key, generation, rest)
             return rest
         finally:
             cache.building.pop((*key, generation), None)

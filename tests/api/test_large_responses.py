@@ -381,3 +381,13 @@ async def test_a_request_naming_many_topics_is_resolved_and_encoded_in_slices(mo
     assert asyncio.iscoroutine(parked)
     got = await parked
     assert got == kio_frame(9, 4, ok(registry, *names))
+
+
+async def test_only_the_last_used_versions_are_kept(registry: TopicRegistry) -> None:
+    svc = services(registry)
+    for version in (*range(13), *range(13)):
+        every = [] if version == 0 else None
+        assert await answer(svc, version, every) == kio_frame(version, 5, ok(registry, "a.b_c-d", "orders", "x" * 249))
+    cache = md._encoded_for(registry)
+    assert [v for v, _ in cache.every_topic] == [10, 11, 12]
+    assert [f for f, _ in cache.entries] == [8, 9, 10]

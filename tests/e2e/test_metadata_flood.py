@@ -2,6 +2,7 @@
 freeze the daemon: a real consumer in a group beside them keeps its session, and another connection is answered
 throughout. Before the Metadata answers were cached and built in slices, each cost seconds of a blocked event loop
 and all 20 were computed before anything else was read: the consumer's heartbeats sat unread and it was evicted.
+Also point 4's auto-creation limits, as the daemon applies them by default.
 """
 
 from __future__ import annotations
@@ -129,3 +130,34 @@ def test_pipelined_metadata_for_every_topic_keeps_a_consumer_in_its_group(crowde
         prober.stop.set()
         member.close()
     assert "level=error" not in crowded.log_text()
+
+
+def metadata(port: int, names: list[str]) -> dict[str, int]:
+    """Topic name -> error code of a Metadata v9 request for ``names`` (auto-creation allowed)."""
+    request = build_request(3, 9, topics=[{"name": n} for n in names], allow_auto_topic_creation=True,
+                            include_cluster_authorized_operations=False,
+                            include_topic_authorized_operations=False)  # fmt: skip
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request_frame(request, 1))
+        (size,) = struct.unpack(">i", read_exact(sock, 4))
+        frame = struct.pack(">i", size) + read_exact(sock, size)
+    _, response = decode_response_frame(3, 9, frame)
+    return {t.name: int(t.error_code) for t in response.topics}
+
+
+def test_auto_creation_is_limited_in_the_daemon(crowded: Daemon) -> None:
+    # 100,002 topics exist: beyond auto_create_max_topics (10,000), so nothing more is auto-created; an illegal name
+    # is INVALID_TOPIC_EXCEPTION (17), the others UNKNOWN_TOPIC_OR_PARTITION (3), as Kafka answers a topic it does
+    # not create; existing topics are answered.
+    got = metadata(crowded.port, ["e2e6", "brand-new", "bad name", "flood-000001"])
+    assert got == {"e2e6": 0, "brand-new": 3, "bad name": 17, "flood-000001": 0}
+    again = metadata(crowded.port, ["brand-new"])
+    assert again == {"brand-new": 3}  # still not created
+
+
+def test_one_request_auto_creates_at_most_100_topics(daemon: Daemon) -> None:
+    names = [f"made-{i:03d}" for i in range(150)]
+    got = metadata(daemon.port, names)
+    assert sorted(got.values()) == [0] * 100 + [3] * 50  # auto_create_max_per_request (100)
+    assert [got[n] for n in names[:100]] == [0] * 100  # the first 100 asked for
+    assert set(metadata(daemon.port, names[100:]).values()) == {0}  # the next request creates the rest

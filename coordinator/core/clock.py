@@ -61,6 +61,9 @@ class ManualClock:
         self._now = now_ms
 
 
+_SAME_INSTANT_LIMIT = 10_000
+
+
 class ManualTimer:
     """A deterministic timer driven by ``advance``. Ties fire in scheduling order."""
 
@@ -97,6 +100,7 @@ class ManualTimer:
     def advance(self, ms: int) -> None:
         """Move time forward by ``ms``, firing every due timer at its own deadline, in order."""
         target = self._clock.now_ms() + ms
+        fired_at, fired = -1, 0
         while self._heap and self._heap[0][0] <= target:
             deadline, seq, key = heapq.heappop(self._heap)
             entry = self._live.get(key)
@@ -104,5 +108,9 @@ class ManualTimer:
                 continue  # cancelled or replaced
             del self._live[key]
             self._clock.set(max(self._clock.now_ms(), deadline))
+            fired = fired + 1 if self._clock.now_ms() == fired_at else 1
+            fired_at = self._clock.now_ms()
+            if fired > _SAME_INSTANT_LIMIT:  # a timer that re-arms itself with no delay: a busy loop in production
+                raise RuntimeError(f"timer {key} keeps firing at {fired_at} ms (a timer loop without delay)")
             entry[1]()
         self._clock.set(target)

@@ -187,6 +187,9 @@ class ClassicGroup:
     # history bookkeeping (not part of Kafka's state)
     rebalance_started_ms: int | None = None
     join_completed_ms: int | None = None
+    # The leader's latest SyncGroup assignment write of this generation: a repeated leader SyncGroup writes again,
+    # and only the completion of the latest write acts (log order: it is the one a reload sees).
+    assignment_write: object | None = None
 
     def __post_init__(self) -> None:
         if self.state_timestamp_ms < 0:

@@ -469,7 +469,10 @@ class GroupManager(RebalanceEngine):
             )
             for record in self._stabilized_records(group, assignments, now):
                 self._emit(record)
-            self._on_durable(partial(self._on_assignment_written, group, group.generation_id, assignments, member))
+            write = group.assignment_write = object()
+            self._on_durable(
+                partial(self._on_assignment_written, group, group.generation_id, assignments, member, write)
+            )
             self._flush()
         return reply
 
@@ -479,10 +482,11 @@ class GroupManager(RebalanceEngine):
         generation_id: int,
         assignments: dict[str, bytes],
         leader: Member,
+        write: object,
         error: ErrorCode | None,
     ) -> None:
         try:
-            self._assignment_written(group, generation_id, assignments, leader, error)
+            self._assignment_written(group, generation_id, assignments, leader, write, error)
         except Exception as exc:
             self._contain(group, None, "assignment write completion", exc)
 
@@ -492,14 +496,16 @@ class GroupManager(RebalanceEngine):
         generation_id: int,
         assignments: dict[str, bytes],
         leader: Member,
+        write: object,
         error: ErrorCode | None,
     ) -> None:
         # Another member may have joined (or left) while the write was in flight: only act on the same
-        # generation still waiting for its assignment.
+        # generation still waiting for its assignment, and on the leader's latest assignment of it.
         if not self._is_current(group) or group.state is not COMPLETING_REBALANCE:
             return
-        if group.generation_id != generation_id:
+        if group.generation_id != generation_id or group.assignment_write is not write:
             return
+        group.assignment_write = None
         if error is None:
             for member in group.members.values():
                 member.assignment = assignments.get(member.member_id, b"")

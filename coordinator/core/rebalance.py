@@ -360,9 +360,9 @@ class RebalanceEngine:
         else:
             self._schedule_join_timer(group)
 
-    def _schedule_join_timer(self, group: ClassicGroup) -> None:
+    def _schedule_join_timer(self, group: ClassicGroup, floor_ms: int = 0) -> None:
         op = partial(self._on_join_timer, group)
-        self._timer.schedule(join_key(group.group_id), group.rebalance_timeout_ms(), op)
+        self._timer.schedule(join_key(group.group_id), max(group.rebalance_timeout_ms(), floor_ms), op)
 
     def _on_join_timer(self, group: ClassicGroup) -> None:
         try:
@@ -389,9 +389,15 @@ class RebalanceEngine:
         if group.state is DEAD:
             return
         if group.members and not group.maybe_elect_new_joined_leader():
-            # Nobody rejoined (e.g. only static absentees): wait another rebalance timeout.
-            log.warning("[group=%s] no member rejoined; extending the join phase", group.group_id)
-            self._schedule_join_timer(group)
+            # Nobody rejoined (e.g. only static absentees): wait another rebalance timeout, but never less than the
+            # shortest session: a member's rebalance timeout of 0 (or less) would re-arm this timer with no delay,
+            # a busy loop until the absentees' sessions end.
+            log.warning(
+                "[group=%s] no member rejoined; extending the join phase",
+                group.group_id,
+                extra={"throttle": ("no-rejoin", group.group_id)},
+            )
+            self._schedule_join_timer(group, floor_ms=self._config.min_session_timeout_ms)
             return
         now = self._clock.now_ms()
         group.init_next_generation(now)

@@ -16,7 +16,7 @@ from coordinator.core.groups import GroupManager
 from coordinator.core.records import GroupMetadataRecord, GroupTombstone
 from protocol.errors import ErrorCode
 from tests.core.clients import Client, settle
-from tests.core.conftest import Env, form_stable_group, join, join_new, make_env, uuid_counter
+from tests.core.conftest import Env, form_stable_group, join, join_new, leave, make_env, sync, uuid_counter
 
 S = GroupState
 E = ErrorCode
@@ -149,3 +149,46 @@ def test_a_timer_fault_does_not_escape_to_the_timer() -> None:
     assert gm.faults == 1
     assert reply.done or env.group().state is S.PREPARING_REBALANCE
     settle(env, "g", [])  # the lone member never comes back
+
+
+def test_a_rebalance_timeout_of_zero_does_not_spin_the_join_timer(caplog: pytest.LogCaptureFixture) -> None:
+    """Found by the property tests: a static member with rebalance timeout 0 that does not rejoin made the
+    "nobody rejoined, extend the join phase" timer re-arm itself with no delay: a busy loop (and a WARNING per turn)
+    until the member's session ended. The extension now waits at least group.min.session.timeout.ms."""
+    env = make_env()
+    static = Client(env, "g", "s", instance_id="i0", rebalance_timeout_ms=0)
+    dynamic = Client(env, "g", "d")
+    settle(env, "g", [static, dynamic])
+    with caplog.at_level(logging.WARNING, logger="coordinator.group"):
+        leave(env.gm, "g", dynamic.member_id)  # PreparingRebalance; the static member does not rejoin
+        env.advance(20_000)  # its session (10 s) ends meanwhile
+    assert len([r for r in caplog.records if "no member rejoined" in r.getMessage()]) <= 2
+    assert env.group().state is S.EMPTY  # the absent static member's session ended the join phase
+    # (with a rebalance timeout of 0 it could never sync in time, in Kafka too: it comes back configured sanely)
+    static.rebalance_timeout_ms = 60_000
+    settle(env, "g", [static])
+
+
+def test_a_leader_that_sends_its_sync_twice_during_the_write_gets_what_was_written() -> None:
+    """Found by the property tests: a leader's second SyncGroup while its first assignment was still being written
+    wrote a second GroupMetadataRecord, but the first write's completion made the group Stable with the first
+    assignment: memory and the log disagreed (a reload handed out the second). The last write requested wins."""
+    env = make_env(auto_commit=False)
+    clients = [Client(env, "g", f"c{i}") for i in range(2)]
+    settle(env, "g", clients)
+    for c in clients:
+        c.rejoin()
+    env.advance(1)
+    results = [c.join_reply.result() for c in clients if c.join_reply is not None]
+    leader = next(r for r in results if r.leader == r.member_id)
+    follower = next(r for r in results if r.leader != r.member_id)
+    ids = [leader.member_id, follower.member_id]
+    first = sync(env.gm, "g", leader.member_id, leader.generation_id, {m: b"first" for m in ids})
+    second = sync(env.gm, "g", leader.member_id, leader.generation_id, {m: b"second" for m in ids})
+    other = sync(env.gm, "g", follower.member_id, follower.generation_id)
+    assert first.result().error is E.rebalance_in_progress  # superseded by the second
+    env.log.commit()
+    assert second.result().assignment == b"second" and other.result().assignment == b"second"
+    assert {m: x.assignment for m, x in env.group().members.items()} == {m: b"second" for m in ids}
+    group = replayed(env)
+    assert group is not None and {m: x.assignment for m, x in group.members.items()} == {m: b"second" for m in ids}

@@ -121,7 +121,12 @@ class GroupAdmin:
                     self._apply(record)
                 reply.resolve(results)
             else:
-                log.warning("delete of groups %s failed: %s", sorted(deleted), err.name)
+                log.warning(
+                    "delete of groups %s failed: %s",
+                    sorted(deleted),
+                    err.name,
+                    extra={"throttle": ("write-failed", "delete groups")},
+                )
                 mapped = map_append_error(err)
                 reply.resolve([DeleteGroupResult(r.group_id, mapped) if r.group_id in deleted else r for r in results])
 

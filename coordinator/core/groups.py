@@ -384,6 +384,7 @@ class GroupManager(RebalanceEngine):
                 new_member_id,
                 instance_id,
                 error.name,
+                extra={"throttle": ("write-failed", "static member")},
             )
             if live and group.static_members.get(instance_id) == new_member_id:
                 protocols, rebalance_timeout_ms, session_timeout_ms = saved
@@ -518,6 +519,7 @@ class GroupManager(RebalanceEngine):
                 group.group_id,
                 generation_id,
                 error.name,
+                extra={"throttle": ("write-failed", "assignment")},
             )
             self._reset_and_propagate_assignment_error(group, error)
             self._maybe_prepare_rebalance_or_complete_join(group, RebalanceCause.SYNC_WRITE_FAILED, leader, error.name)

@@ -177,7 +177,12 @@ class OffsetManager:
                     self.replay(record)
                 reply.resolve(OffsetCommitResult(results))
             else:
-                log.warning("[group=%s] offset commit write failed: %s", req.group_id, err.name)
+                log.warning(
+                    "[group=%s] offset commit write failed: %s",
+                    req.group_id,
+                    err.name,
+                    extra={"throttle": ("write-failed", "offset commit")},
+                )
                 reply.resolve(OffsetCommitResult(_failed(results, map_append_error(err))))
 
         self._log.append(records, on_done)
@@ -287,7 +292,12 @@ class OffsetManager:
                     self.replay(record)
                 reply.resolve(OffsetDeleteResult(ErrorCode.none, results))
             else:
-                log.warning("[group=%s] offset delete write failed: %s", req.group_id, err.name)
+                log.warning(
+                    "[group=%s] offset delete write failed: %s",
+                    req.group_id,
+                    err.name,
+                    extra={"throttle": ("write-failed", "offset delete")},
+                )
                 reply.resolve(OffsetDeleteResult(map_append_error(err)))
 
         self._log.append(records, on_done)

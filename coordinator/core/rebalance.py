@@ -665,7 +665,13 @@ class RebalanceEngine:
     @staticmethod
     def _warn_on_failure(group_id: str, what: str, error: ErrorCode | None) -> None:
         if error is not None:
-            log.warning("[group=%s] failed to write %s: %s", group_id, what, error.name)
+            log.warning(
+                "[group=%s] failed to write %s: %s",
+                group_id,
+                what,
+                error.name,
+                extra={"throttle": ("write-failed", what)},
+            )
 
 
 def _rebuild_bookkeeping(group: ClassicGroup) -> None:

@@ -135,7 +135,12 @@ class RetentionCleaner:
 
     def _on_written(self, records: list[Record], err: ErrorCode | None) -> None:
         if err is not None:
-            log.warning("retention cleanup write of %d records failed: %s (retried next pass)", len(records), err.name)
+            log.warning(
+                "retention cleanup write of %d records failed: %s (retried next pass)",
+                len(records),
+                err.name,
+                extra={"throttle": ("write-failed", "retention")},
+            )
             return
         for record in records:
             self._apply(record)

@@ -53,11 +53,8 @@ class App:
         self.operator = Operator.around(self.record_log, metrics=self.metrics)
         self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.operator.log)
         self.operator.watch(self.coordinator)
-        self.topics = TopicRegistry(
-            auto_create=settings.topics.auto_create, default_partitions=settings.topics.num_partitions
-        )
-        for name, partitions in settings.topics.initial.items():
-            self.topics.add(name, partitions)
+        self.topics = TopicRegistry.from_settings(settings.topics)
+        self.metrics.watch_topics(self.topics)
         k = settings.kafka
         self.services = Services(
             coordinator=self.coordinator,

@@ -1,12 +1,11 @@
 """A well-behaved classic-group client for the pure core: the loop a real consumer runs, one ``step`` at a time.
 
 ``Client.step()`` looks at its parked JoinGroup/SyncGroup (if any) and acts as the Java consumer does:
-MEMBER_ID_REQUIRED
--> rejoin with the given id; UNKNOWN_MEMBER_ID -> rejoin with no id; any other join/sync error -> rejoin; a
-finished join -> SyncGroup (the leader assigns every member it was given); otherwise it heartbeats and rejoins when
-told REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID. ``settle(env, clients)`` steps every client and
-moves time one heartbeat interval at a time until the group is Stable with all of them synced (or Empty when none
-is left), and fails if that does not happen in ``limit_ms``.
+MEMBER_ID_REQUIRED -> rejoin with the given id; UNKNOWN_MEMBER_ID -> rejoin with no id; any other join/sync error
+-> rejoin; a finished join -> SyncGroup (the leader assigns every member it was given); otherwise it heartbeats and
+rejoins when told REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID. ``settle(env, clients)`` steps
+every client and moves time one heartbeat interval at a time until the group is Stable with all of them synced (or
+Empty when none is left), and fails if that does not happen in ``limit_ms``.
 """
 
 from __future__ import annotations

@@ -9,15 +9,19 @@ native *string and bytes* readers do check the declared length against the buffe
 Rules of this module:
 
 - One checker per kio entity class, compiled once from its dataclass schema (``field.metadata["kafka_type"]``,
-  ``protocol.tolerant.field_shape``) into Python source (``exec``, the technique ``dataclasses`` uses), so a check is
-  straight-line code with fixed-width runs of fields merged into one offset step. ``checker(cls)`` is ``None`` when
-  the schema has no array anywhere.
-- A checker walks the body exactly as kio reads it, allocates nothing proportional to a declared length, and
-  raises ``LengthOutOfBounds`` when a declared length (array count, string/bytes length, compact varint, tagged-field
-  count or size) runs past the bytes left, or is negative other than -1; it raises ``InvalidRequest`` when a field
-  the schema says is not nullable is null. Both are ``MalformedFrame``s without header data: the codec adds it.
-- An array's count is bounded by (bytes left) / (smallest encoding of one element) before any element is looked at,
-  so a nested array's count is checked before the native reader could allocate for it.
+  ``protocol.tolerant.field_shape``) into Python source (``exec``, the technique ``dataclasses`` uses): straight-line
+  code with nested entities inlined and fixed-width runs of fields merged into one offset step. ``checker(cls)`` is
+  ``None`` when the schema has no array anywhere.
+- A checker walks the body as kio reads it and allocates nothing proportional to a declared length. An array count
+  is bounded by (bytes left) / (smallest encoding of one element) before any element is looked at, so a nested
+  array's count is checked before the native reader could allocate for it. A count that does not fit, a negative
+  one other than -1, a read past the end (a string or bytes length, a varint, a tagged field's size) raise
+  ``LengthOutOfBounds``; a null count where the schema forbids one raises ``InvalidRequest`` (kio would return None
+  and the handler would fail on it). Both are ``MalformedFrame``s without header data: the codec adds it.
+- Strings and bytes are only skipped: kio's readers check their lengths and nulls themselves (a null where none is
+  allowed is kio's ``UnexpectedNull``, which the codec also reports as ``InvalidRequest``). For a valid value the
+  walk lands exactly where kio's reader does (tested against it for every served api/version); for an invalid one
+  the native reader fails at that same field, before it reaches any array after it.
 - Unknown tagged fields are skipped (their size checked); known ones are checked inside their declared size.
 """
 
@@ -101,20 +105,27 @@ def _skip_tags(buf: bytes, o: int, end: int, known: dict[int, Checker], what: st
         if stop > end:
             raise _overrun(what)
         check = known.get(tag)
-        if check is not None and check(buf, o, stop) > stop:
-            raise _overrun(f"{what} tag {tag}")
+        if check is not None:
+            check(buf[o:stop], 0, size)  # its own buffer: a checker may read up to the end of what it is given
         o = stop
     return o
 
 
 class _Source:
-    """Python source of one checker function, and the objects it refers to."""
+    """Python source of one checker function, and the objects it refers to.
 
-    def __init__(self, name: str) -> None:
-        self.lines: list[str] = [f"def {name}(buf, o, end):"]
+    The generated code reads ``buf`` directly; a read past the end raises ``IndexError`` (or ``struct.error``),
+    turned into ``LengthOutOfBounds`` once around the whole function, so only array counts need explicit checks.
+    That is why a checker's ``end`` must be ``len(buf)``.
+    """
+
+    def __init__(self, name: str, what: str) -> None:
+        self.name = name
+        self.lines: list[str] = [f"def {name}(buf, o, end):", "    try:", "        pass"]
         self.env: dict[str, Any] = {
             "_I16": _I16,
             "_I32": _I32,
+            "_StructError": struct.error,
             "_uvarint": _uvarint,
             "_skip_tags": _skip_tags,
             "_overrun": _overrun,
@@ -123,6 +134,7 @@ class _Source:
         }
         self.pending = 0  # bytes of fixed-width fields not yet added to ``o``
         self.counter = 0
+        self.what = self.const(what)
 
     def const(self, value: Any) -> str:
         self.counter += 1
@@ -138,29 +150,16 @@ class _Source:
             self.emit(indent, f"o += {self.pending}")
             self.pending = 0
 
-    def length(self, indent: int, flexible: bool, width: int, what: str) -> None:
-        """Emit code leaving the declared length in ``n`` (-1 = null) and ``o`` after the prefix."""
-        self.settle(indent)
-        w = self.const(what)
-        if flexible:
-            self.emit(indent, f"if o >= end: raise _overrun({w})")
-            self.emit(indent, "n = buf[o]")
-            self.emit(indent, "if n < 0x80: o += 1")
-            self.emit(indent, f"else: n, o = _uvarint(buf, o, end, {w})")
-            self.emit(indent, "n -= 1")
-        else:
-            reader = "_I16" if width == 2 else "_I32"
-            self.emit(indent, f"if o + {width} > end: raise _overrun({w})")
-            self.emit(indent, f"n = {reader}(buf, o)[0]")
-            self.emit(indent, f"o += {width}")
-
-    def null_or_negative(self, indent: int, nullable: bool, what: str) -> None:
-        w = self.const(what)
-        self.emit(indent, "if n < 0:")
-        if nullable:
-            self.emit(indent + 1, f"if n != -1: raise _negative({w})")
-        else:
-            self.emit(indent + 1, f"raise (_null({w}) if n == -1 else _negative({w}))")
+    def compile(self) -> Checker:
+        self.settle(2)
+        self.emit(1, "except (IndexError, _StructError):")
+        self.emit(2, f"raise _overrun({self.what}) from None")
+        self.emit(1, f"if o > end: raise _overrun({self.what})")
+        self.emit(1, "return o")
+        namespace = dict(self.env)
+        exec("\n".join(self.lines), namespace)  # source generated from kio's schema; no input in it
+        fn: Checker = namespace[self.name]
+        return fn
 
 
 def _min_size(kafka_type: str | None, item_type: type[Any] | None, flexible: bool) -> int:
@@ -201,94 +200,122 @@ def _has_array(cls: type[Any]) -> bool:
     return False
 
 
+def _emit_entity(src: _Source, indent: int, cls: type[Any]) -> None:
+    """Inline code walking one ``cls`` at ``o`` (nested entities inlined too: no call per array element)."""
+    flexible = bool(cls.__flexible__)
+    known_tags: dict[int, Checker] = {}
+    for f in fields(cls):
+        tag = f.metadata.get("tag")
+        if tag is None:
+            _emit_field(src, indent, cls, f, flexible)
+            continue
+        tag_src = _Source(f"check_{cls.__name__}_tag_{tag}", f"{cls.__name__}.{f.name} (tag {tag})")
+        _emit_field(tag_src, 2, cls, f, True)
+        known_tags[int(tag)] = tag_src.compile()
+    if flexible:
+        src.settle(indent)
+        w = src.const(f"{cls.__name__} tagged fields")
+        src.emit(indent, f"if buf[o]: o = _skip_tags(buf, o, end, {src.const(known_tags)}, {w})")
+        src.emit(indent, "else: o += 1")
+
+
 def _emit_field(src: _Source, indent: int, owner: type[Any], f: Any, flexible: bool) -> None:
     item_type, is_array, nullable = field_shape(f)
     kafka_type = f.metadata.get("kafka_type")
     what = f"{owner.__name__}.{f.name}"
     if is_array:
-        src.length(indent, flexible, 4, what)
-        src.null_or_negative(indent, nullable, what)
-        size = _min_size(kafka_type, item_type, flexible)
-        if size < 1:
-            raise TypeError(f"{what}: array of zero-width elements")
-        body = indent + 1 if nullable else indent
-        if nullable:
-            src.emit(indent, "else:")
-        w = src.const(what)
-        src.emit(body, f"if n * {size} > end - o: raise _overrun({w})")
-        if item_type is not None:
-            src.emit(body, f"for _ in range(n): o = {src.const(checker_for(item_type))}(buf, o, end)")
-        elif kafka_type in _FIXED_SIZE:
-            src.emit(body, f"o += n * {size}")
-        else:
-            src.emit(body, "for _ in range(n):")
-            _emit_length_prefixed(src, body + 1, kafka_type, False, flexible, f"{what}[]")
-            src.settle(body + 1)
-        return
-    if item_type is not None:  # a nested struct (no request schema we serve has one; responses do)
+        _emit_array(src, indent, f, item_type, kafka_type, nullable, flexible, what)
+    elif item_type is not None:  # a nested struct (no request schema we serve has one; responses do)
         src.settle(indent)
-        check = src.const(checker_for(item_type))
         if nullable and f.metadata.get("tag") is None:  # KIP-893: an int8 marker, -1 = null
-            w = src.const(what)
-            src.emit(indent, f"if o >= end: raise _overrun({w})")
             src.emit(indent, "o += 1")
-            src.emit(indent, f"if buf[o - 1] < 0x80: o = {check}(buf, o, end)")
+            src.emit(indent, "if buf[o - 1] < 0x80:")
+            _emit_entity(src, indent + 1, item_type)
+            src.settle(indent + 1)
+            src.emit(indent + 1, "pass")
         else:
-            src.emit(indent, f"o = {check}(buf, o, end)")
-        return
-    if kafka_type in _FIXED_SIZE:
+            _emit_entity(src, indent, item_type)
+    elif kafka_type in _FIXED_SIZE:
         src.pending += _FIXED_SIZE[kafka_type]
-        return
-    if kafka_type in _LENGTH_PREFIXED:
-        _emit_length_prefixed(src, indent, kafka_type, nullable, flexible, what)
-        return
-    raise TypeError(f"{what}: no bounds check for kafka type {kafka_type!r}")
+    elif kafka_type in _LENGTH_PREFIXED:
+        _emit_skip_length_prefixed(src, indent, kafka_type, flexible, what)
+    else:
+        raise TypeError(f"{what}: no bounds check for kafka type {kafka_type!r}")
 
 
-def _emit_length_prefixed(
-    src: _Source, indent: int, kafka_type: str, nullable: bool, flexible: bool, what: str
+def _emit_array(
+    src: _Source,
+    indent: int,
+    f: Any,
+    item_type: type[Any] | None,
+    kafka_type: str | None,
+    nullable: bool,
+    flexible: bool,
+    what: str,
 ) -> None:
-    src.length(indent, flexible, 2 if kafka_type == "string" else 4, what)
-    src.null_or_negative(indent, nullable, what)
-    src.emit(indent, "else: o += n")  # past ``end`` is caught by the next length read or the entity's final check
+    size = _min_size(kafka_type, item_type, flexible)
+    if size < 1:
+        raise TypeError(f"{what}: array of zero-width elements")
+    w = src.const(what)
+    src.settle(indent)
+    if flexible:
+        src.emit(indent, "n = buf[o]")
+        src.emit(indent, "if n < 0x80: o += 1")
+        src.emit(indent, f"else: n, o = _uvarint(buf, o, end, {w})")
+        src.emit(indent, "if n:")
+        src.emit(indent + 1, "n -= 1")
+    else:
+        src.emit(indent, "n = _I32(buf, o)[0]")
+        src.emit(indent, "o += 4")
+        src.emit(indent, "if n >= 0:")
+    body = indent + 1
+    src.emit(body, f"if n * {size} > end - o: raise _overrun({w})")
+    if item_type is not None:
+        src.emit(body, "for _ in range(n):")
+        _emit_entity(src, body + 1, item_type)
+        src.settle(body + 1)
+        src.emit(body + 1, "pass")
+    elif kafka_type in _FIXED_SIZE:
+        src.emit(body, f"o += n * {size}")
+    else:
+        assert kafka_type is not None
+        src.emit(body, "for _ in range(n):")
+        _emit_skip_length_prefixed(src, body + 1, kafka_type, flexible, f"{what}[]")
+        src.settle(body + 1)
+    # a null count (compact 0, legacy -1): kio's reader returns None even where the schema forbids it
+    if not flexible:
+        src.emit(indent, f"elif n != -1: raise _negative({w})")
+    if not nullable:
+        src.emit(indent, f"else: raise _null({w})")
+
+
+def _emit_skip_length_prefixed(src: _Source, indent: int, kafka_type: str, flexible: bool, what: str) -> None:
+    """Skip a string or bytes field. kio's own readers check these lengths (and nulls) before allocating, so this
+    only has to land where they land when the value is valid: a null or negative length skips just its prefix,
+    and the native reader then refuses the same field before it reaches anything after it."""
+    src.settle(indent)
+    if flexible:
+        w = src.const(what)
+        src.emit(indent, "n = buf[o]")
+        src.emit(indent, "if n < 0x80: o += n or 1")
+        src.emit(indent, "else:")
+        src.emit(indent + 1, f"n, o = _uvarint(buf, o, end, {w})")
+        src.emit(indent + 1, "if n: o += n - 1")
+    elif kafka_type == "string":
+        src.emit(indent, "n = buf[o] << 8 | buf[o + 1]")
+        src.emit(indent, "o += 2 + n if n < 0x8000 else 2")
+    else:
+        src.emit(indent, "n = _I32(buf, o)[0]")
+        src.emit(indent, "o += 4 + n if n > 0 else 4")
 
 
 @typed_cache
 def checker_for(cls: type[Any]) -> Checker:
     """The compiled checker of entity ``cls`` (also for schemas without arrays). Raises ``TypeError`` for a field
     type this module does not know."""
-    flexible = bool(cls.__flexible__)
-    name = f"check_{cls.__name__}"
-    src = _Source(name)
-    known_tags: dict[int, Checker] = {}
-    for f in fields(cls):
-        tag = f.metadata.get("tag")
-        if tag is not None:
-            tag_src = _Source(f"check_tag_{tag}")
-            _emit_field(tag_src, 1, cls, f, True)
-            tag_src.settle(1)
-            tag_src.emit(1, "return o")
-            known_tags[int(tag)] = _compile(tag_src, f"check_tag_{tag}")
-            continue
-        _emit_field(src, 1, cls, f, flexible)
-    src.settle(1)
-    if flexible:
-        w = src.const(f"{cls.__name__} tagged fields")
-        tags = src.const(known_tags)
-        src.emit(1, f"if o >= end: raise _overrun({w})")
-        src.emit(1, "if buf[o] == 0: o += 1")
-        src.emit(1, f"else: o = _skip_tags(buf, o, end, {tags}, {w})")
-    w = src.const(cls.__name__)
-    src.emit(1, f"if o > end: raise _overrun({w})")
-    src.emit(1, "return o")
-    return _compile(src, name)
-
-
-def _compile(src: _Source, name: str) -> Checker:
-    namespace = dict(src.env)
-    exec("\n".join(src.lines), namespace)  # source generated above from kio's schema; no input in it
-    fn: Checker = namespace[name]
-    return fn
+    src = _Source(f"check_{cls.__name__}", cls.__name__)
+    _emit_entity(src, 2, cls)
+    return src.compile()
 
 
 @typed_cache

@@ -140,7 +140,7 @@ def _string_prefix_offset(cls: type[Any]) -> tuple[int, bool] | None:
     import dataclasses
 
     for f in dataclasses.fields(cls):
-        if f.metadata.get("tag") is None and f.metadata.get("kafka_type") == "string":
+        if f.metadata.get("tag") is None and f.metadata.get("kafka_type") == "string" and not field_shape(f)[1]:
             empty = encode_body(F.neutral(cls))
             one = encode_body(cls(**{**vars_of(F.neutral(cls)), f.name: "x"}))
             pos = next(i for i, (a, b) in enumerate(zip(empty, one, strict=False)) if a != b)
@@ -274,3 +274,17 @@ def test_an_overlong_varint_in_the_header_tags_is_malformed() -> None:
     assert head[-1] == 0  # the empty header tag section
     with pytest.raises(MalformedFrame):
         decode_request(head[:-1] + b"\xff" * 6 + b"\x01")
+
+
+@pytest.mark.parametrize(("key", "version"), [(11, 0), (11, 9), (8, 2), (8, 8), (14, 5), (13, 3)])
+def test_a_null_non_nullable_string_in_an_array_schema_is_an_invalid_request(key: int, version: int) -> None:
+    """The guard skips a null string; kio's own reader refuses it (UnexpectedNull), which the codec reports as
+    ``InvalidRequest``, like a null array."""
+    cls = request_class(key, version)
+    found = _string_prefix_offset(cls)
+    assert found is not None and not found[1]
+    pos, _ = found
+    body = encode_body(F.neutral(cls))
+    raw, width = (b"\x00", 1) if cls.__flexible__ else (struct.pack(">h", -1), 2)
+    with pytest.raises(InvalidRequest):
+        decode_request(F.payload(key, version, body[:pos] + raw + body[pos + width :]))

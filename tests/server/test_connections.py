@@ -278,3 +278,51 @@ def test_kgc_connections_counts_open_connections(server: RunningApp) -> None:
     assert metric(server, "kgc_connections") == 3
     for client in clients:
         client.close()
+
+
+# ------------------------------------------------------------------------------------------------------ fairness
+
+
+def test_a_pipelining_connection_takes_turns_with_the_others(server: RunningApp) -> None:
+    """3,000 pipelined heartbeats from one connection and one request from another arrive while the loop is busy;
+    the other's request is dispatched after at most a turn or two of the flooder's (64 frames each), not after all
+    3,000 of them."""
+    import asyncio
+
+    order: list[str] = []
+    kafka = server.app.server
+    handle = kafka.handle
+
+    def recording_handle(request: Any, client_host: str) -> Any:
+        order.append(client_host)
+        return handle(request, client_host)
+
+    server.call(lambda: setattr(kafka, "handle", recording_handle))
+    flooder = socket.create_connection(("127.0.0.1", server.port), source_address=("127.0.0.2", 0))
+    other = WireClient("127.0.0.1", server.port)
+    heartbeat = build_request(12, 1, group_id="nope", generation_id=1, member_id="m")
+    from .wire import request_frame
+
+    flood = b"".join(request_frame(heartbeat, i) for i in range(3000))
+    assert len(flood) < 256 * 1024  # one read of the loop's transport
+    busy, busy_peer = socket.socketpair()
+
+    class Blocker(asyncio.Protocol):
+        def data_received(self, data: bytes) -> None:
+            time.sleep(0.3)  # both requests arrive meanwhile: they are read in the same poll
+
+    asyncio.run_coroutine_threadsafe(server.loop.connect_accepted_socket(Blocker, busy), server.loop).result(5)
+    busy_peer.send(b"x")
+    time.sleep(0.05)
+    flooder.sendall(flood)
+    other_id = other.send(api_versions())
+    assert other.receive()[0] == other_id
+    deadline = time.monotonic() + 5
+    while server.call(lambda: len(order)) < 3001:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    position = order.index("/127.0.0.1")
+    assert position <= 2 * 64, position
+    for sock in (flooder, busy_peer):
+        sock.close()
+    other.close()

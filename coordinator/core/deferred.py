@@ -2,16 +2,22 @@
 
 The pure core cannot use asyncio futures (no event loop in core tests). The asyncio layer bridges a ``Deferred``
 to an ``asyncio.Future`` with ``add_callback``.
+
+A callback that raises is logged and skipped: replies are completed in the middle of the core's operations (the end
+of a join phase answers every member in turn), and the caller's mistake must not leave a group half-updated.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 _UNSET: object = object()
+
+log = logging.getLogger(__name__)
 
 
 class Deferred(Generic[T]):
@@ -37,7 +43,10 @@ class Deferred(Generic[T]):
         self._value = value
         callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:
-            cb(value)
+            try:
+                cb(value)
+            except Exception:
+                log.warning("a callback of a completed reply raised", exc_info=True, extra={"throttle": ("reply-cb",)})
         return True
 
     def add_callback(self, cb: Callable[[T], None]) -> None:

@@ -193,3 +193,19 @@ def test_a_leader_that_sends_its_sync_twice_during_the_write_gets_what_was_writt
     assert {m: x.assignment for m, x in env.group().members.items()} == {m: b"second" for m in ids}
     group = replayed(env)
     assert group is not None and {m: x.assignment for m, x in group.members.items()} == {m: b"second" for m in ids}
+
+
+def test_a_reply_callback_that_raises_does_not_stop_the_join_phase_half_way() -> None:
+    """The end of a join phase answers every member in turn; a listener's callback that raises on the first answer
+    must not leave the others unanswered (and the group half-updated)."""
+    env = make_env()
+    replies = [join_new(env.gm, "g", client_id=f"c{i}") for i in range(2)]
+
+    def broken(_: object) -> None:
+        raise RuntimeError("listener bug")
+
+    replies[0].add_callback(broken)
+    env.advance(6_000)  # the initial delay, extended once for the second member
+    assert all(r.result().error is E.none for r in replies)
+    assert env.gm.faults == 0 and env.group().state is S.COMPLETING_REBALANCE
+    assert all(env.timer.is_scheduled(m.heartbeat_key) for m in env.group().members.values())

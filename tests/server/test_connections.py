@@ -326,3 +326,31 @@ def test_a_pipelining_connection_takes_turns_with_the_others(server: RunningApp)
     for sock in (flooder, busy_peer):
         sock.close()
     other.close()
+
+
+# ------------------------------------------------------------------------------------------------------ settings
+
+
+def test_connection_settings_take_kafka_names() -> None:
+    from coordinator.settings import SettingsError, parse_set_options
+
+    settings = load_settings(
+        None,
+        **parse_set_options(
+            [
+                "queued.max.request.bytes=2097152",
+                "connections.max.idle.ms=1234",
+                "max.connections=50",
+                "max.connections.per.ip=5",
+                "max.connections.per.ip.overrides=127.0.0.2:10, [::1]:7,host.example:0",
+            ]
+        ),
+    )
+    k = settings.kafka
+    assert (k.queued_max_request_bytes, k.connections_max_idle_ms, k.max_connections) == (2_097_152, 1234, 50)
+    assert k.max_connections_per_ip == 5
+    assert k.max_connections_per_ip_overrides == {"127.0.0.2": 10, "::1": 7, "host.example": 0}
+    with pytest.raises((SettingsError, ValueError)):
+        load_settings(None, **parse_set_options(["max.connections.per.ip.overrides=127.0.0.2"]))
+    defaults = load_settings(None).kafka
+    assert (defaults.max_inflight, defaults.connections_max_idle_ms) == (100, 600_000)

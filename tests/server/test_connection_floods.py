@@ -164,6 +164,9 @@ def _wait_all_closed(socks: list[socket.socket], timeout: float) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 10_500, reason="needs a hard RLIMIT_NOFILE of 10,500 or more"
+)
 def test_ten_thousand_idle_connections_are_closed(idle_daemon: Daemon) -> None:
     started = time.monotonic()
     socks = []

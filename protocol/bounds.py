@@ -36,10 +36,11 @@ from protocol._cache import typed_cache
 from protocol.errors import InvalidRequest, LengthOutOfBounds
 from protocol.tolerant import field_shape
 
-__all__ = ["Checker", "check_body", "checker"]
+__all__ = ["Checker", "Reader", "check_body", "checker", "checker_for", "guarded_reader"]
 
 # checker(buf, offset, end) -> offset after the entity; raises LengthOutOfBounds / InvalidRequest.
 Checker = Callable[[bytes, int, int], int]
+Reader = Callable[[bytes, int], tuple[Any, int]]
 
 _FIXED_SIZE: dict[str, int] = {
     "bool": 1,
@@ -119,9 +120,15 @@ class _Source:
     That is why a checker's ``end`` must be ``len(buf)``.
     """
 
-    def __init__(self, name: str, what: str) -> None:
+    def __init__(self, name: str, what: str, native: Reader | None = None) -> None:
         self.name = name
-        self.lines: list[str] = [f"def {name}(buf, o, end):", "    try:", "        pass"]
+        self.native = native  # set: the function is a reader, (buf, start) -> native(buf, start) after the check
+        head = (
+            [f"def {name}(buf, start):", "    o = start", "    end = len(buf)"]
+            if native
+            else [f"def {name}(buf, o, end):"]
+        )
+        self.lines: list[str] = [*head, "    try:", "        pass"]
         self.env: dict[str, Any] = {
             "_I16": _I16,
             "_I32": _I32,
@@ -155,7 +162,7 @@ class _Source:
         self.emit(1, "except (IndexError, _StructError):")
         self.emit(2, f"raise _overrun({self.what}) from None")
         self.emit(1, f"if o > end: raise _overrun({self.what})")
-        self.emit(1, "return o")
+        self.emit(1, f"return {self.const(self.native)}(buf, start)" if self.native else "return o")
         namespace = dict(self.env)
         exec("\n".join(self.lines), namespace)  # source generated from kio's schema; no input in it
         fn: Checker = namespace[self.name]
@@ -200,11 +207,42 @@ def _has_array(cls: type[Any]) -> bool:
     return False
 
 
-def _emit_entity(src: _Source, indent: int, cls: type[Any]) -> None:
-    """Inline code walking one ``cls`` at ``o`` (nested entities inlined too: no call per array element)."""
+def _field_has_array(f: Any) -> bool:
+    item_type, is_array, _ = field_shape(f)
+    return is_array or (item_type is not None and _has_array(item_type))
+
+
+def _emit_entity(src: _Source, indent: int, cls: type[Any], stop_after_last_array: bool = False) -> None:
+    """Inline code walking one ``cls`` at ``o`` (nested entities inlined too: no call per array element).
+
+    ``stop_after_last_array`` (the top level of a request): nothing after the last array can make kio allocate
+    (strings and bytes it checks itself), so the walk ends there, and when that array's elements hold no array
+    they are not walked either: only its count is checked. JoinGroup and SyncGroup then check one count and no
+    element at all."""
     flexible = bool(cls.__flexible__)
+    all_fields = fields(cls)
+    if stop_after_last_array and not any(_field_has_array(f) for f in all_fields if f.metadata.get("tag") is not None):
+        regular = [f for f in all_fields if f.metadata.get("tag") is None]
+        last = max((i for i, f in enumerate(regular) if _field_has_array(f)), default=-1)
+        for f in regular[: last + 1]:
+            item_type, is_array, _ = field_shape(f)
+            if f is regular[last] and is_array and (item_type is None or not _has_array(item_type)):
+                _emit_array(
+                    src,
+                    indent,
+                    f,
+                    item_type,
+                    f.metadata.get("kafka_type"),
+                    field_shape(f)[2],
+                    flexible,
+                    f"{cls.__name__}.{f.name}",
+                    elements=False,
+                )
+            else:
+                _emit_field(src, indent, cls, f, flexible)
+        return
     known_tags: dict[int, Checker] = {}
-    for f in fields(cls):
+    for f in all_fields:
         tag = f.metadata.get("tag")
         if tag is None:
             _emit_field(src, indent, cls, f, flexible)
@@ -252,6 +290,7 @@ def _emit_array(
     nullable: bool,
     flexible: bool,
     what: str,
+    elements: bool = True,
 ) -> None:
     size = _min_size(kafka_type, item_type, flexible)
     if size < 1:
@@ -270,7 +309,9 @@ def _emit_array(
         src.emit(indent, "if n >= 0:")
     body = indent + 1
     src.emit(body, f"if n * {size} > end - o: raise _overrun({w})")
-    if item_type is not None:
+    if not elements:
+        pass
+    elif item_type is not None:
         src.emit(body, "for _ in range(n):")
         _emit_entity(src, body + 1, item_type)
         src.settle(body + 1)
@@ -320,9 +361,25 @@ def checker_for(cls: type[Any]) -> Checker:
 
 @typed_cache
 def checker(cls: type[Any]) -> Checker | None:
-    """The checker to run before kio's native reader on ``cls``, or ``None`` when the schema has no array (kio's own
-    string and bytes readers check their lengths before allocating)."""
-    return checker_for(cls) if _has_array(cls) else None
+    """The check to run before kio's native reader on ``cls``, or ``None`` when the schema has no array (kio's own
+    string and bytes readers check their lengths before allocating). It stops after the last array (see
+    ``_emit_entity``), so the offset it returns is not the end of the body; ``checker_for`` walks all of it."""
+    if not _has_array(cls):
+        return None
+    src = _Source(f"check_{cls.__name__}", cls.__name__)
+    _emit_entity(src, 2, cls, stop_after_last_array=True)
+    return src.compile()
+
+
+def guarded_reader(cls: type[Any], native: Reader) -> Reader:
+    """``native`` (kio's reader of ``cls``: (buf, offset) -> (value, size)) behind ``checker(cls)``, as one
+    function; ``native`` itself when the schema has no array."""
+    if not _has_array(cls):
+        return native
+    src = _Source(f"read_{cls.__name__}", cls.__name__, native)
+    _emit_entity(src, 2, cls, stop_after_last_array=True)
+    read: Reader = src.compile()  # type: ignore[assignment]  # a reader when built with ``native``
+    return read
 
 
 def check_body(cls: type[Any], buf: bytes, offset: int) -> int:

@@ -16,9 +16,6 @@ Rules of this module:
 - ``encode_response`` returns the whole frame: size prefix, response header (v0 for ApiVersions and non-flexible
   versions, v1 otherwise) and body. Heartbeat responses (the most frequent) are packed by hand with one
   ``struct`` call, OffsetCommit responses in ``protocol.hot_responses``; tests prove the bytes identical to kio's.
-- ``encode_response`` returns the whole frame: size prefix, response header (v0 for ApiVersions and non-flexible
-  versions, v1 otherwise) and body. Heartbeat responses (the most frequent) are packed by hand with one
-  ``struct`` call, OffsetCommit responses in ``protocol.hot_responses``; tests prove the bytes identical to kio's.
 """
 
 from __future__ import annotations
@@ -40,7 +37,7 @@ from kio.static.primitive import i16
 from protocol import legacy
 from protocol._cache import typed_cache
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
-from protocol.bounds import checker
+from protocol.bounds import guarded_reader
 from protocol.errors import ErrorCode, InvalidRequest, MalformedFrame, UnsupportedApi
 from protocol.headers import RequestHeader, parse_request_header, peek_request_prefix, skip_header_tags
 from protocol.tolerant import read_entity_tolerant
@@ -126,16 +123,7 @@ def _decoder(api_key: int, api_version: int) -> tuple[type[Any], Callable[[bytes
 def _guarded_reader(cls: type[Any]) -> Callable[[bytes, int], tuple[Any, int]]:
     """kio's native reader of ``cls``, behind ``protocol.bounds``' length check when the schema has an array (the
     native reader pre-allocates a declared array count: an unchecked one can abort the process)."""
-    native = _reader(cls)
-    check = checker(cls)
-    if check is None:
-        return native
-
-    def read(data: bytes, offset: int) -> tuple[Any, int]:
-        check(data, offset, len(data))
-        return native(data, offset)
-
-    return read
+    return guarded_reader(cls, _reader(cls))
 
 
 def decode_body(cls: type[Any], data: bytes | bytearray | memoryview, offset: int = 0) -> Any:

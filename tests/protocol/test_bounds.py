@@ -263,7 +263,9 @@ def test_tagged_field_sizes_are_checked() -> None:
         body[:-1] + F.uvarint(0xFFFFFFF),  # a tag count past the end
         body[:-1] + b"\x01" + F.uvarint(0) + F.uvarint(2) + F.uvarint(0xFFFF) + b"a",  # cluster_id overruns its tag
     ):
-        with pytest.raises(LengthOutOfBounds):
+        with pytest.raises(LengthOutOfBounds):  # the full walk checks them
+            bounds.check_body(cls, bad, 0)
+        with pytest.raises(MalformedFrame):  # the codec's walk stops after the last array; kio refuses them
             decode_request(F.payload(1, 12, bad))
 
 

@@ -691,7 +691,7 @@ class KafkaServer:
                 "queued.max.request.bytes": memory.limit,
                 "socket.request.max.bytes": self.max_frame_size,
                 "connections.max.idle.ms": self.idle_ms,
-                "max.inflight.requests.per.connection": self.max_inflight,
+                "max_inflight": self.max_inflight,
             },
             per_ip_overrides=dict(self.max_connections_per_ip_overrides),
         )

@@ -56,10 +56,13 @@ def test_a_due_timer_op_runs_after_the_bytes_that_arrived_while_the_loop_was_bus
 
     async def main() -> None:
         await loop.connect_accepted_socket(Reader, reader)
-        # The bytes arrive while the loop is busy, after the deadline (30 ms) passed.
-        await loop.connect_accepted_socket(lambda: Blocker(0.15, lambda: writer.send(b"heartbeat")), busy)
         timer = AsyncioTimer(loop)
-        timer.schedule("session", 30, lambda: events.append("timer"))
+
+        def arrive_and_expire() -> None:  # inside the busy callback: the bytes arrive, the deadline (30 ms) passes
+            writer.send(b"heartbeat")
+            timer.schedule("session", 30, lambda: events.append("timer"))
+
+        await loop.connect_accepted_socket(lambda: Blocker(0.15, arrive_and_expire), busy)
         busy_peer.send(b"x")
         await asyncio.sleep(0.3)
 
@@ -89,7 +92,7 @@ def test_a_member_whose_heartbeat_arrived_during_a_busy_loop_keeps_its_session(l
                 11,
                 5,
                 group_id="busy-loop",
-                session_timeout=_ms(400),
+                session_timeout=_ms(1_000),
                 rebalance_timeout=_ms(5_000),
                 member_id="",
                 group_instance_id=None,
@@ -103,7 +106,7 @@ def test_a_member_whose_heartbeat_arrived_during_a_busy_loop_keeps_its_session(l
                     11,
                     5,
                     group_id="busy-loop",
-                    session_timeout=_ms(400),
+                    session_timeout=_ms(1_000),
                     rebalance_timeout=_ms(5_000),
                     member_id=join.member_id,
                     group_instance_id=None,
@@ -128,12 +131,10 @@ def test_a_member_whose_heartbeat_arrived_during_a_busy_loop_keeps_its_session(l
         heartbeat = build_request(12, 3, group_id="busy-loop", generation_id=generation, member_id=member,
                                   group_instance_id=None)  # fmt: skip
         assert client.call(heartbeat).error_code == ErrorCode.none
-        # The loop is busy (in an I/O callback) for longer than the session (400 ms) while the next heartbeat
-        # arrives.
+        # The loop is busy (in an I/O callback) for longer than the session (1 s) while the next heartbeat arrives.
         busy, busy_peer = socket.socketpair()
-        asyncio.run_coroutine_threadsafe(app.loop.connect_accepted_socket(lambda: Blocker(0.7), busy), app.loop).result(
-            5
-        )
+        connect = app.loop.connect_accepted_socket(lambda: Blocker(1.5), busy)
+        asyncio.run_coroutine_threadsafe(connect, app.loop).result(5)
         busy_peer.send(b"x")
         time.sleep(0.1)
         assert client.call(heartbeat).error_code == ErrorCode.none

@@ -155,9 +155,9 @@ def vars_of(entity: Any) -> dict[str, Any]:
 
 
 def test_native_string_readers_check_lengths_before_allocating() -> None:
-    """Why schemas without arrays skip the guard: kio's native string/bytes readers refuse a length past the buffer
-    before allocating. Run in a child limited to 512 MB of address space: an allocation of the declared size would
-    fail there (and abort the child)."""
+    """Why schemas without arrays skip the guard, and the guard stops after the last array: kio's native string/bytes
+    readers refuse a length past the buffer before allocating, and so does its tagged-field reader. Run in a child
+    limited to 512 MB of address space: an allocation of the declared size would fail there (and abort the child)."""
     script = textwrap.dedent(
         """
         import resource, struct
@@ -184,6 +184,21 @@ def test_native_string_readers_check_lengths_before_allocating() -> None:
                 pass
             else:
                 raise SystemExit(f"{reader.__name__} accepted {data!r}")
+        from kio.serial import entity_reader
+        hb = request_class(12, 4)
+        hb_body = encode_body(F.neutral(hb))[:-1]  # without its empty tag section
+        fetch = request_class(1, 12)
+        fetch_body = encode_body(F.neutral(fetch))[:-1]
+        for cls, data in (
+            (hb, hb_body + F.uvarint(0xFFFFFFFF)),  # a tag count: not pre-allocated
+            (fetch, fetch_body + b"\\x01\\x00" + F.uvarint(0xFFFFFFFF) + b"\\x05ab"),  # known tag 0, huge size
+        ):
+            try:
+                entity_reader(cls)(data, 0)
+            except DecodeError:
+                pass
+            else:
+                raise SystemExit(f"{cls.__name__} accepted {data!r}")
         n = 0
         for key, version in WITHOUT_ARRAYS:
             cls = request_class(key, version)

@@ -41,6 +41,7 @@ async def daemon() -> AsyncIterator[Daemon]:
     settings = load_settings(
         None,
         kafka={"host": "127.0.0.1", "port": 0},
+        http={"listen": ""},  # the test serves its own HTTP app below, on a free port
         group={"initial_rebalance_delay_ms": 100, "min_session_timeout_ms": 1000},
         topics={"initial": {TOPIC: 4}},
     )

@@ -15,6 +15,7 @@ from coordinator.settings import load_settings
 
 class RunningApp:
     def __init__(self, **overrides: Any) -> None:
+        overrides.setdefault("http", {"listen": "127.0.0.1:0"})  # never the default 8080: tests may run side by side
         settings = load_settings(
             None,
             kafka={"host": "127.0.0.1", "port": 0, "max_inflight": 8},

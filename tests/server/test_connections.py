@@ -32,6 +32,7 @@ def running(**kafka: Any) -> RunningApp:
         load_settings(
             None,
             kafka={"host": "127.0.0.1", "port": 0, "max_inflight": 8, **kafka},
+            http={"listen": "127.0.0.1:0"},
             group={"initial_rebalance_delay_ms": 500, "min_session_timeout_ms": 100},
             topics={"initial": {"t": 3}},
         )

@@ -348,11 +348,13 @@ def run(workdir: Path, frames: int, seed: int, max_seconds: float, rss_limit_mb:
         consumer.close()
         return report
     finally:
-        if sampler is not None:
-            sampler.stop()
-        if consumer._thread.is_alive():
-            consumer.close()
-        daemon.stop()
+        try:
+            if sampler is not None:
+                sampler.stop()
+            if consumer._thread.is_alive():
+                consumer.close()
+        finally:
+            daemon.stop()  # whatever failed above: never leave the daemon process behind
 
 
 def main(argv: list[str] | None = None) -> int:

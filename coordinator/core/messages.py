@@ -7,6 +7,7 @@ results back into the version's response. Sentinels follow Kafka: unknown member
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
@@ -165,7 +166,9 @@ class FetchedOffset:
 class OffsetFetchResult:
     group_id: str
     error: ErrorCode
-    partitions: list[FetchedOffset] = field(default_factory=list)
+    # A list, or for a fetch of every offset a lazy collection that builds each entry as it is read (see
+    # ``coordinator.core.offsets.AllOffsets``), so a group with 200,000 offsets is not converted in one loop step.
+    partitions: Collection[FetchedOffset] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
@@ -233,26 +233,20 @@ class OffsetManager:
         group = self._groups.group(req.group_id)
         stored = self._offsets.get(req.group_id) if group is not None and group.state is not GroupState.DEAD else None
         inflight = self._inflight.get(req.group_id) if req.require_stable and stored is not None else None
-        partitions: list[FetchedOffset] = []
         if req.topics is None:
-            for (topic, partition), committed in sorted((stored or {}).items()):
-                partitions.append(self._fetched(topic, partition, committed, inflight))
-        else:
-            for topic, indexes in req.topics:
-                for partition in indexes:
-                    o = stored.get((topic, partition)) if stored is not None else None
-                    partitions.append(self._fetched(topic, partition, o, inflight))
+            return OffsetFetchResult(req.group_id, ErrorCode.none, AllOffsets(stored, inflight))
+        partitions: list[FetchedOffset] = []
+        for topic, indexes in req.topics:
+            for partition in indexes:
+                o = stored.get((topic, partition)) if stored is not None else None
+                partitions.append(self._fetched(topic, partition, o, inflight))
         return OffsetFetchResult(req.group_id, ErrorCode.none, partitions)
 
     @staticmethod
     def _fetched(
-        topic: str, partition: int, o: OffsetAndMetadata | None, inflight: dict[TopicPartition, int] | None
+        topic: str, partition: int, o: OffsetAndMetadata | None, inflight: Mapping[TopicPartition, int] | None
     ) -> FetchedOffset:
-        if inflight is not None and (topic, partition) in inflight:
-            return FetchedOffset(topic, partition, error=ErrorCode.unstable_offset_commit)
-        if o is None:
-            return FetchedOffset(topic, partition)
-        return FetchedOffset(topic, partition, o.offset, o.leader_epoch, o.metadata, ErrorCode.none)
+        return _fetched(topic, partition, o, inflight)
 
     # ------------------------------------------------------------------------------------------------ OffsetDelete
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResult]:
@@ -337,3 +331,42 @@ class OffsetManager:
     def group_ids(self) -> Collection[str]:
         """Groups that have at least one durable offset."""
         return self._offsets.keys()
+
+
+def _fetched(
+    topic: str, partition: int, o: OffsetAndMetadata | None, inflight: Mapping[TopicPartition, int] | None
+) -> FetchedOffset:
+    if inflight is not None and (topic, partition) in inflight:
+        return FetchedOffset(topic, partition, error=ErrorCode.unstable_offset_commit)
+    if o is None:
+        return FetchedOffset(topic, partition)
+    return FetchedOffset(topic, partition, o.offset, o.leader_epoch, o.metadata, ErrorCode.none)
+
+
+class AllOffsets(Collection[FetchedOffset]):
+    """Every committed offset of a group as an OffsetFetch of everything (null topics) answers it, each entry built
+    when it is read. Taking it copies the group's offsets (``dict.copy``, one C-level step: 200,000 offsets in a few
+    milliseconds) so commits that land while the answer is encoded in slices do not change it; the per-entry work
+    (about 2 us each) happens in the adapter's slices. Order: the order in which the partitions were first committed
+    (Kafka answers in its map's order too; clients index the answer by topic and partition)."""
+
+    __slots__ = ("_inflight", "_offsets")
+
+    def __init__(
+        self,
+        stored: Mapping[TopicPartition, OffsetAndMetadata] | None,
+        inflight: Mapping[TopicPartition, int] | None,
+    ) -> None:
+        self._offsets: dict[TopicPartition, OffsetAndMetadata] = dict(stored) if stored else {}
+        self._inflight = dict(inflight) if inflight else None
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __iter__(self) -> Iterator[FetchedOffset]:
+        inflight = self._inflight
+        for (topic, partition), committed in self._offsets.items():
+            yield _fetched(topic, partition, committed, inflight)
+
+    def __contains__(self, item: object) -> bool:
+        return any(item == entry for entry in self)

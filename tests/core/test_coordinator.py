@@ -72,7 +72,7 @@ def commit(coord: GroupCoordinator, group_id: str, *parts: tuple[str, int, int],
 def fetch(coord: GroupCoordinator, group_id: str, topics: list[tuple[str, list[int]]] | None) -> list[FetchedOffset]:
     result = coord.fetch_offsets(OffsetFetchRequest(group_id, topics))
     assert result.error is ErrorCode.none
-    return result.partitions
+    return list(result.partitions)
 
 
 def errors(result: OffsetCommitResult) -> list[ErrorCode]:

@@ -185,7 +185,7 @@ class Env:
     def fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> list[FetchedOffset]:
         result = self.offsets.fetch_offsets(OffsetFetchRequest(group_id, topics))
         assert result.error is ErrorCode.none
-        return result.partitions
+        return list(result.partitions)
 
 
 def errors(result: OffsetCommitResult) -> list[ErrorCode]:
@@ -477,8 +477,20 @@ def test_fetch_single_partitions_and_all(env: Env) -> None:
         FetchedOffset("a", 5, -1, -1, ""),
         FetchedOffset("b", 1, 11, 3, "meta"),
     ]
-    # topics None: every committed offset of this group only, sorted
-    assert env.fetch("g", None) == [FetchedOffset("a", 0, 10, -1, "meta"), FetchedOffset("b", 1, 11, 3, "meta")]
+    # topics None: every committed offset of this group only, in the order first committed (not sorted: the
+    # answer is built lazily, in slices; Kafka answers in its map's order too)
+    assert env.fetch("g", None) == [FetchedOffset("b", 1, 11, 3, "meta"), FetchedOffset("a", 0, 10, -1, "meta")]
+
+
+def test_fetch_all_is_a_snapshot_built_as_it_is_read(env: Env) -> None:
+    """A fetch of everything copies the group's offsets when it is taken: a commit that lands while the answer is
+    being encoded (in slices) does not change it, and nothing is converted until the entries are read."""
+    env.commit("g", ("t", 0, 1), ("t", 1, 2))
+    result = env.offsets.fetch_offsets(OffsetFetchRequest("g", None))
+    assert len(result.partitions) == 2
+    env.commit("g", ("t", 0, 100), ("u", 0, 7))
+    assert list(result.partitions) == [FetchedOffset("t", 0, 1), FetchedOffset("t", 1, 2)]
+    assert env.fetch("g", None) == [FetchedOffset("t", 0, 100), FetchedOffset("t", 1, 2), FetchedOffset("u", 0, 7)]
 
 
 def test_fetch_grouped_form_is_one_call_per_group(env: Env) -> None:
@@ -486,7 +498,7 @@ def test_fetch_grouped_form_is_one_call_per_group(env: Env) -> None:
     env.commit("g1", ("t", 0, 1))
     env.commit("g2", ("t", 0, 2))
     results = [env.offsets.fetch_offsets(OffsetFetchRequest(g, None)) for g in ("g1", "g2", "g3")]
-    assert [(r.group_id, r.error, r.partitions) for r in results] == [
+    assert [(r.group_id, r.error, list(r.partitions)) for r in results] == [
         ("g1", ErrorCode.none, [FetchedOffset("t", 0, 1)]),
         ("g2", ErrorCode.none, [FetchedOffset("t", 0, 2)]),
         ("g3", ErrorCode.none, []),

@@ -178,7 +178,7 @@ DEAD = "Dead"
 
 # MemberRemoved causes, split the way the churn metric reports them.
 LEAVE_CAUSES = ("left", "admin")
-EVICTION_CAUSES = ("session_timeout", "join_timeout", "sync_timeout", "fenced", "group_max_size")
+EVICTION_CAUSES = ("session_timeout", "join_timeout", "sync_timeout", "fenced", "group_max_size", "internal_error")
 GROUP_DELETION_CAUSES = ("group_deleted",)
 
 

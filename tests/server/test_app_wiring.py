@@ -1,4 +1,4 @@
-"""The daemon's wiring: the [topics] auto-creation settings reach the registry the server uses, and /metrics shows them."""
+"""The daemon's wiring: the [topics] auto-creation settings reach the server's registry, and /metrics shows them."""
 
 from __future__ import annotations
 

@@ -300,7 +300,7 @@ def run_scale(work: Path, s: dict[str, Any]) -> list[Result]:
 
 
 def run_recovery(work: Path, s: dict[str, Any]) -> list[Result]:
-    from storage.bench_load import generate, prepare
+    from benchmarks.bench_load import generate, prepare
     from storage.database import SQLITE_FILE_NAME
 
     results: list[Result] = []
@@ -565,7 +565,7 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
         add("")
         r0 = rc[0]
         add(
-            f"SQLite database from `storage.bench_load`'s generator: {r0['history_rows']:,} history rows, "
+            f"SQLite database from `benchmarks.bench_load`'s generator: {r0['history_rows']:,} history rows, "
             f"{r0['offsets']:,} current offsets, {r0['groups']:,} groups of 5 members ({r0['db_mb']:.0f} MB). Time "
             "from spawning `python -m coordinator serve` to the first answered ApiVersions; the same on an empty "
             f"database: {r0['empty_ready_seconds']:.2f} s (interpreter and imports)."

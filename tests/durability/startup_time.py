@@ -1,8 +1,8 @@
 """Measure the real daemon's start-up on an existing database: process start -> Kafka port open -> /readyz true.
 
-A script, not a test (timings belong in benchmarks). Typical use, on the database ``storage.bench_load`` generates:
+A script, not a test (timings belong in benchmarks). Typical use, on the database ``benchmarks.bench_load`` generates:
 
-    python -m storage.bench_load --data-dir /tmp/kgc-bench --keep
+    python -m benchmarks.bench_load --data-dir /tmp/kgc-bench --keep
     python -m tests.durability.startup_time --data-dir /tmp/kgc-bench [--runs 3] [--storage-url URL]
 
 Each run starts ``python -m coordinator serve`` on free ports, polls every 10 ms, records both times, then stops the

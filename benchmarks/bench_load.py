@@ -1,6 +1,6 @@
 """Benchmark: start-up (open + load) with a large history, on the embedded SQLite database.
 
-    python -m storage.bench_load [--history-rows 1000000] [--offsets 100000] [--groups 1000] [--data-dir DIR]
+    python -m benchmarks.bench_load [--history-rows 1000000] [--offsets 100000] [--groups 1000] [--data-dir DIR]
 
 Generates, with bulk ``executemany`` inserts straight into the schema (not through the writer, so generation is
 fast): ``--history-rows`` rows spread over the log and history tables, ``--offsets`` current committed offsets
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .database import SQLITE_FILE_NAME, create_engine, database_url, migrate
-from .log import SqlRecordLog
+from storage.database import SQLITE_FILE_NAME, create_engine, database_url, migrate
+from storage.log import SqlRecordLog
 
 Rows = list[tuple[Any, ...]]
 MEMBERS_PER_GROUP = 5

@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 from coordinator.core.deferred import Deferred
 from coordinator.core.group import ClassicGroup
 from coordinator.core.messages import DeleteGroupResult, OffsetCommitRequest, OffsetCommitResult
+from coordinator.runtime import deferred_to_future
 from protocol.errors import ErrorCode
 
 T = TypeVar("T")
@@ -90,18 +91,14 @@ class DeferredTimeout(Exception):
 
 
 async def wait_deferred(d: Deferred[T], timeout_s: float = 30.0) -> T:
-    """Await a core ``Deferred`` on the running loop (it completes on this loop, from a storage callback)."""
+    """Await a core ``Deferred`` on the running loop (it completes on this loop, from a storage callback).
+
+    The bridge is the daemon's one, ``coordinator.runtime.deferred_to_future``; this adds the operator API's timeout.
+    """
     if d.done:
         return d.result()
-    fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-    def complete(value: T) -> None:
-        if not fut.done():
-            fut.set_result(value)
-
-    d.add_callback(complete)
     try:
         async with asyncio.timeout(timeout_s):
-            return await fut
+            return await deferred_to_future(d)
     except TimeoutError as e:
         raise DeferredTimeout from e

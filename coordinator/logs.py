@@ -159,11 +159,6 @@ def _write_summary(window: _Window, now: float) -> None:
 _throttle: ThrottleFilter | None = None
 
 
-def throttle_filter() -> ThrottleFilter | None:
-    """The filter ``setup_logging`` installed, if any."""
-    return _throttle
-
-
 def _flush_forever(throttle: ThrottleFilter) -> None:
     stop = threading.Event()
     while not stop.wait(throttle.window_s / 2):

@@ -39,10 +39,6 @@ def database_url(url: str | None = None, data_dir: str | Path = DEFAULT_DATA_DIR
     return f"sqlite+aiosqlite:///{(directory / SQLITE_FILE_NAME).resolve()}"
 
 
-def is_sqlite(url: str) -> bool:
-    return make_url(url).get_backend_name() == "sqlite"
-
-
 def create_engine(
     url: str,
     *,

@@ -68,7 +68,3 @@ def build(cls: type[T], data: Mapping[str, Any]) -> T:
     if has_throttle and "throttle_time" not in kwargs:
         kwargs["throttle_time"] = ZERO_MS  # never throttle: kafka-python pauses a connection for any non-zero value
     return cls(**kwargs)
-
-
-def has_field(cls: type, name: str) -> bool:
-    return any(n == name for n, _, _ in _spec(cls)[0])

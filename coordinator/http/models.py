@@ -99,12 +99,6 @@ class GroupList(Out):
     offset: int
 
 
-class ConsumerSubscription(Out):
-    """The decoded ``consumer`` protocol metadata of the selected protocol."""
-
-    topics: list[str]
-
-
 class MemberView(Out):
     member_id: str
     group_instance_id: str | None = Field(description="Set for static members (KIP-345).")

@@ -1,20 +1,21 @@
 """Group administration: ListGroups, DescribeGroups and DeleteGroups (Kafka's classic-group admin semantics).
 
-ListGroups and DescribeGroups only read. DeleteGroups validates each group (only an Empty group can be deleted),
-appends an offset tombstone for every committed or in-flight offset plus a group tombstone, and applies them through
-the coordinator's single replay dispatch once they are durable; the reply waits for that. Nothing changes in memory
-before the write is durable, so a failed write needs no undo.
+ListGroups and DescribeGroups only read. DeleteGroups validates each group (only an Empty group can be deleted) and
+appends an offset tombstone for every committed or in-flight offset plus a group tombstone, through
+``coordinator.core.deletion``: the group goes from memory at once (a JoinGroup that comes later creates a new
+group), its offsets once the tombstones are durable, and a failed write restores the group. The reply waits for
+the write.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 
 from .clock import Clock
 from .deferred import Deferred, resolved
+from .deletion import append_deletion
 from .group import ClassicGroup, GroupState, Member
 from .log import RecordLog
 from .messages import DeleteGroupResult, DescribedGroup, DescribedMember, ListedGroup
@@ -34,14 +35,11 @@ class GroupAdmin:
         log: RecordLog,
         groups: GroupDirectory,
         offsets: OffsetManager,
-        apply: Callable[[Record], None],
     ) -> None:
-        """``apply`` is the coordinator's replay dispatch, used to apply durable records."""
         self._clock = clock
         self._log = log
         self._groups = groups
         self._offsets = offsets
-        self._apply = apply
 
     # -------------------------------------------------------------------------------------------------- ListGroups
     def list_groups(self, states_filter: list[str] | None, types_filter: list[str] | None) -> list[ListedGroup]:
@@ -117,8 +115,6 @@ class GroupAdmin:
 
         def on_done(err: ErrorCode | None) -> None:
             if err is None:
-                for record in records:
-                    self._apply(record)
                 reply.resolve(results)
             else:
                 log.warning(
@@ -130,7 +126,7 @@ class GroupAdmin:
                 mapped = map_append_error(err)
                 reply.resolve([DeleteGroupResult(r.group_id, mapped) if r.group_id in deleted else r for r in results])
 
-        self._log.append(records, on_done)
+        append_deletion(self._log, self._groups, self._offsets, records, on_done)
         return reply
 
 

@@ -48,8 +48,8 @@ class GroupCoordinator:
         self.config = config
         self.groups = groups if groups is not None else GroupManager(config, clock, timer, log)
         self.offsets = OffsetManager(config, clock, timer, log, self.groups)
-        self.admin = GroupAdmin(clock, log, self.groups, self.offsets, self._apply_durable)
-        self.retention = RetentionCleaner(config, clock, timer, log, self.groups, self.offsets, self._apply_durable)
+        self.admin = GroupAdmin(clock, log, self.groups, self.offsets)
+        self.retention = RetentionCleaner(config, clock, timer, log, self.groups, self.offsets)
 
         # Request handlers, by delegation (bound once: no per-request indirection).
         self.join_group = self.groups.join_group
@@ -76,17 +76,6 @@ class GroupCoordinator:
             return
         else:
             log.warning("skipping a record of unknown type %s during replay", type(record).__name__)
-
-    def _apply_durable(self, record: Record) -> None:
-        """Apply a record this coordinator wrote and the log reported durable (live path of admin and cleanup).
-
-        A group tombstone goes through ``drop_group`` rather than replay: the group may be live (timers armed,
-        parked requests), and dropping it tidies those up.
-        """
-        if isinstance(record, GroupTombstone):
-            self.groups.drop_group(record.group_id)
-        else:
-            self.replay(record)
 
     # ----------------------------------------------------------------------------------------------------- loading
     def on_loaded(self) -> None:

@@ -670,8 +670,33 @@ class GroupManager(RebalanceEngine):
         """A member's OffsetCommit (Stable/PreparingRebalance) keeps its session alive."""
         self._schedule_session(member)
 
+    def remove_group(self, group_id: str) -> GroupMetadataRecord | None:
+        """Remove a group at once, as the replay of its tombstone would (DeleteGroups, retention expiry), and
+        return its state as a record, for ``restore_group`` if the tombstone cannot be written.
+
+        Deletions follow the rule of every other group change: memory changes when the record is produced, not
+        when it is durable. So a request that arrives after the deletion sees the group id as unknown (a JoinGroup
+        creates a new group), and the tombstone, appended before anything that request writes, cannot remove the
+        new group when it lands. Only Empty groups are removed this way, so no member is answered; a pending
+        (MEMBER_ID_REQUIRED) id loses its timer and must join again.
+        """
+        group = self._groups.get(group_id)
+        if group is None:
+            return None
+        state = self._group_metadata_record(group, self._clock.now_ms())
+        self.drop_group(group_id)
+        return state
+
+    def restore_group(self, state: GroupMetadataRecord) -> None:
+        """Undo ``remove_group`` after its tombstone failed to be written: replay the removed group's state, unless
+        a later request already created a group under that id (that group's records follow the old group's in the
+        log, so the log replays to it too)."""
+        if state.group_id not in self._groups:
+            self.replay(state)
+            log.info("[group=%s] restored: its tombstone could not be written", state.group_id)
+
     def drop_group(self, group_id: str) -> None:
-        """Forget a deleted group (after its tombstone is durable): its timers too."""
+        """Forget a group: its timers too, and answer its parked requests."""
         group = self._groups.pop(group_id, None)
         if group is None:
             return

@@ -49,9 +49,10 @@ class MemoryLog:
     def pending(self) -> int:
         return len(self._pending)
 
-    def commit(self) -> None:
-        """Make every pending write durable, in order."""
-        pending, self._pending = self._pending, []
+    def commit(self, count: int | None = None) -> None:
+        """Make the first ``count`` pending writes (default: every one) durable, in order."""
+        n = len(self._pending) if count is None else count
+        pending, self._pending = self._pending[:n], self._pending[n:]
         for records, on_done in pending:
             if self.keep:
                 self.records.extend(records)

@@ -11,6 +11,8 @@ Rules of this module:
   offset tombstones them too (the tombstone is appended after the commit, so it wins on replay as it does live);
   the retention cleanup never expires them and never deletes a group that has one (Kafka's old coordinator rule;
   the new one gets the same effect because its uncommitted commit is already visible with a fresh timestamp);
+  a group deletion is applied to the group at once (``coordinator.core.deletion``) and detaches the group's
+  in-flight counters, so a commit accepted before it stores its offset without bringing the group back;
   OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT for them, as the old coordinator did (the new one
   waits for the write instead; both make the client retry until the commit is durable).
 * A commit never touches the group's other offsets: O(partitions in the request), never O(group offsets).
@@ -44,6 +46,7 @@ from .messages import (
     PartitionError,
 )
 from .records import (
+    GroupMetadataRecord,
     OffsetCommitRecord,
     OffsetRemovalCause,
     OffsetTombstone,
@@ -79,7 +82,9 @@ class GroupDirectory(Protocol):
 
     def rearm_session(self, group: ClassicGroup, member: Member) -> None: ...
 
-    def drop_group(self, group_id: str) -> None: ...
+    def remove_group(self, group_id: str) -> GroupMetadataRecord | None: ...
+
+    def restore_group(self, state: GroupMetadataRecord) -> None: ...
 
     def replay(self, record: Record) -> None: ...
 
@@ -171,10 +176,16 @@ class OffsetManager:
         reply: Deferred[OffsetCommitResult] = Deferred()
 
         def on_done(err: ErrorCode | None) -> None:
-            self._release_inflight(req.group_id, keys)
+            still_tracked = self._release_inflight(req.group_id, inflight, keys)
             if err is None:
                 for record in records:
-                    self.replay(record)
+                    if still_tracked:
+                        self.replay(record)
+                    else:
+                        # A deletion of the group was applied after this commit was accepted: the group must not
+                        # come back as a simple group. The deletion's tombstone follows this record in the log and
+                        # removes the offset when it lands (or the group is restored if it fails).
+                        self._store(record)
                 reply.resolve(OffsetCommitResult(results))
             else:
                 log.warning(
@@ -214,18 +225,24 @@ class OffsetManager:
             self._groups.rearm_session(group, member)
         return ErrorCode.none
 
-    def _release_inflight(self, group_id: str, keys: list[TopicPartition]) -> None:
-        inflight = self._inflight.get(group_id)
-        if inflight is None:
-            return
+    def _release_inflight(self, group_id: str, inflight: dict[TopicPartition, int], keys: list[TopicPartition]) -> bool:
+        """Count the commit's partitions down in the counters it was accepted under. Returns False if a group
+        deletion detached those counters in the meantime (``detach_inflight``)."""
         for key in keys:
             left = inflight.get(key, 0) - 1
             if left > 0:
                 inflight[key] = left
             else:
                 inflight.pop(key, None)
-        if not inflight:
+        tracked = self._inflight.get(group_id) is inflight
+        if tracked and not inflight:
             del self._inflight[group_id]
+        return tracked
+
+    def detach_inflight(self, group_id: str) -> None:
+        """A deletion of the group is applied now (its tombstones cover these commits): the commits still in flight
+        no longer count for the group id, which a later request may reuse for a new group."""
+        self._inflight.pop(group_id, None)
 
     # ------------------------------------------------------------------------------------------------- OffsetFetch
     def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchResult:
@@ -302,13 +319,7 @@ class OffsetManager:
         if isinstance(record, OffsetCommitRecord):
             if self._groups.group(record.group_id) is None:
                 self._groups.get_or_create_simple_group(record.group_id)
-            self._offsets.setdefault(record.group_id, {})[(record.topic, record.partition)] = OffsetAndMetadata(
-                offset=record.offset,
-                leader_epoch=record.leader_epoch,
-                metadata=record.metadata,
-                commit_timestamp_ms=record.commit_timestamp_ms,
-                expire_timestamp_ms=record.expire_timestamp_ms,
-            )
+            self._store(record)
         else:
             stored = self._offsets.get(record.group_id)
             if stored is None:
@@ -316,6 +327,15 @@ class OffsetManager:
             stored.pop((record.topic, record.partition), None)
             if not stored:
                 del self._offsets[record.group_id]
+
+    def _store(self, record: OffsetCommitRecord) -> None:
+        self._offsets.setdefault(record.group_id, {})[(record.topic, record.partition)] = OffsetAndMetadata(
+            offset=record.offset,
+            leader_epoch=record.leader_epoch,
+            metadata=record.metadata,
+            commit_timestamp_ms=record.commit_timestamp_ms,
+            expire_timestamp_ms=record.expire_timestamp_ms,
+        )
 
     # ------------------------------------------------------------------------------------------------------- views
     def committed(self, group_id: str) -> Mapping[TopicPartition, OffsetAndMetadata]:

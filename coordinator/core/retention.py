@@ -10,20 +10,22 @@ Every ``offsets.retention.check.interval.ms`` (timer key ``cleanup``) one pass l
 3. If every offset of the group went (or it had none) and the group is Empty, a ``GroupTombstone`` (cause EXPIRED)
    follows: an Empty group with no offsets disappears at the next pass whatever the retention.
 
-A full scan per interval is what Kafka does; commits never scan. All records of a pass go in one append and are
-applied through the coordinator's replay dispatch once durable; a failed write changes nothing and the next pass
-retries.
+A full scan per interval is what Kafka does; commits never scan. All records of a pass go in one append through
+``coordinator.core.deletion``: expired groups go from memory at once (a JoinGroup that comes later creates a new
+group), offsets once the tombstones are durable; a failed write restores the groups and the next pass retries.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from protocol.errors import ErrorCode
 
 from .clock import Clock, Timer
 from .config import GroupConfig
+from .deletion import append_deletion
 from .group import ClassicGroup, GroupState
 from .log import RecordLog
 from .offsets import GroupDirectory, OffsetAndMetadata, OffsetManager
@@ -71,7 +73,6 @@ class RetentionCleaner:
         log: RecordLog,
         groups: GroupDirectory,
         offsets: OffsetManager,
-        apply: Callable[[Record], None],
     ) -> None:
         self._config = config
         self._clock = clock
@@ -79,7 +80,6 @@ class RetentionCleaner:
         self._log = log
         self._groups = groups
         self._offsets = offsets
-        self._apply = apply
 
     def schedule(self) -> None:
         """Arm the periodic pass (idempotent: scheduling the key again replaces it)."""
@@ -130,10 +130,11 @@ class RetentionCleaner:
             if all_expired and not pending and group.state is GroupState.EMPTY:
                 records.append(new_group_tombstone(group_id, cause=GroupRemovalCause.EXPIRED, now_ms=now))
         if records:
-            self._log.append(records, lambda err: self._on_written(records, err))
+            append_deletion(self._log, self._groups, self._offsets, records, partial(self._on_written, records))
         return records
 
-    def _on_written(self, records: list[Record], err: ErrorCode | None) -> None:
+    @staticmethod
+    def _on_written(records: list[Record], err: ErrorCode | None) -> None:
         if err is not None:
             log.warning(
                 "retention cleanup write of %d records failed: %s (retried next pass)",
@@ -141,6 +142,3 @@ class RetentionCleaner:
                 err.name,
                 extra={"throttle": ("write-failed", "retention")},
             )
-            return
-        for record in records:
-            self._apply(record)

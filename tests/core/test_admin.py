@@ -175,11 +175,12 @@ def test_delete_groups_resolves_only_when_durable() -> None:
     env.log.commit()
     reply = coord.delete_groups(["a"])
     assert not reply.done
-    assert coord.groups.group("a") is not None  # nothing applied before the write is durable
-    assert fetch(coord, "a", [("t", [0])]) == [FetchedOffset("t", 0, 1)]
+    assert coord.groups.group("a") is None  # the group goes at once, as every group change applies at once
+    assert coord.offsets.committed("a")  # offsets go once their tombstones are durable, as every offset change
     env.log.commit()
     assert reply.result() == [DeleteGroupResult("a", ErrorCode.none)]
     assert coord.groups.group("a") is None
+    assert not coord.offsets.committed("a")
 
 
 def test_delete_groups_write_failure_keeps_group_and_maps_error() -> None:

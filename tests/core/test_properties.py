@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from coordinator.core.coordinator import GroupCoordinator
 from coordinator.core.deferred import Deferred
 from coordinator.core.group import VALID_PREVIOUS_STATES, ClassicGroup, GroupState
+from coordinator.core.log import MemoryLog
 from coordinator.core.messages import (
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -338,6 +339,13 @@ def check_replay(w: World) -> None:
             m: x.assignment for m, x in group.members.items()
         }, gid
         assert again.static_members == group.static_members, gid
+    # offsets, and whether each group exists at all: deletions (group at once, offsets once durable) included
+    reloaded = GroupCoordinator(fresh.config, fresh.clock, fresh.timer, MemoryLog())
+    for record in w.env.records():
+        reloaded.replay(record)
+    for gid in GROUPS:
+        assert dict(reloaded.offsets.committed(gid)) == dict(w.coord.offsets.committed(gid)), gid
+        assert (reloaded.groups.group(gid) is None) == (w.env.gm.group(gid) is None), gid
 
 
 def check_invariants(w: World) -> None:

@@ -11,7 +11,7 @@ A deletion's records change memory the way every other record of their family do
 * **Offset tombstones apply once durable**, like every offset change (``OffsetManager.replay``), so OffsetFetch is
   never ahead of the log. The group's in-flight commits are detached at once: they precede the tombstones in the
   log, and on completion they store their offset without re-creating the group (``OffsetManager``).
-* **A failed write** undoes the group removals (``GroupManager.restore_group`` replays each removed group's state,
+* **A failed write** undoes the group removals (``GroupManager.finish_removal`` replays each removed group's state,
   unless a later request created a new group under its id) and never applied the offset tombstones, so memory
   again matches the log. Whoever appended the deletion is told the error (``then``), as before.
 """
@@ -45,9 +45,8 @@ def append_deletion(
             for record in records:
                 if isinstance(record, OffsetTombstone):
                     offsets.replay(record)
-        else:
-            for state in removed:
-                groups.restore_group(state)
+        for state in removed:
+            groups.finish_removal(state, written=error is None)
         then(error)
 
     # Last: the log may call ``written`` before ``append`` returns, and the removals must precede it.

@@ -672,7 +672,7 @@ class GroupManager(RebalanceEngine):
 
     def remove_group(self, group_id: str) -> GroupMetadataRecord | None:
         """Remove a group at once, as the replay of its tombstone would (DeleteGroups, retention expiry), and
-        return its state as a record, for ``restore_group`` if the tombstone cannot be written.
+        return its state as a record; ``finish_removal`` is told whether the tombstone was written.
 
         Deletions follow the rule of every other group change: memory changes when the record is produced, not
         when it is durable. So a request that arrives after the deletion sees the group id as unknown (a JoinGroup
@@ -685,13 +685,23 @@ class GroupManager(RebalanceEngine):
             return None
         state = self._group_metadata_record(group, self._clock.now_ms())
         self.drop_group(group_id)
+        self._removing.setdefault(group_id, []).append(state)
         return state
 
-    def restore_group(self, state: GroupMetadataRecord) -> None:
-        """Undo ``remove_group`` after its tombstone failed to be written: replay the removed group's state, unless
-        a later request already created a group under that id (that group's records follow the old group's in the
-        log, so the log replays to it too)."""
-        if state.group_id not in self._groups:
+    def finish_removal(self, state: GroupMetadataRecord, *, written: bool) -> None:
+        """The tombstone of ``remove_group`` was written, or not: then the removed group comes back (its state is
+        replayed), unless a later request created a group under the id, which is still there or is being removed
+        itself. Either way that later group's records follow the old group's in the log, so the log replays to
+        what memory holds."""
+        removing = self._removing.get(state.group_id, [])
+        at = next((i for i, s in enumerate(removing) if s is state), None)  # by identity: equal records may repeat
+        if at is None:
+            return
+        later = at < len(removing) - 1
+        del removing[at]
+        if not removing:
+            del self._removing[state.group_id]
+        if not written and not later and state.group_id not in self._groups:
             self.replay(state)
             log.info("[group=%s] restored: its tombstone could not be written", state.group_id)
 

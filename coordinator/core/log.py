@@ -59,9 +59,10 @@ class MemoryLog:
             if on_done is not None:
                 on_done(None)
 
-    def fail(self, error: ErrorCode = ErrorCode.coordinator_not_available) -> None:
-        """Fail every pending write with ``error``."""
-        pending, self._pending = self._pending, []
+    def fail(self, error: ErrorCode = ErrorCode.coordinator_not_available, count: int | None = None) -> None:
+        """Fail the first ``count`` pending writes (default: every one) with ``error``."""
+        n = len(self._pending) if count is None else count
+        pending, self._pending = self._pending[:n], self._pending[n:]
         for _records, on_done in pending:
             if on_done is not None:
                 on_done(error)

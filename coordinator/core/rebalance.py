@@ -101,6 +101,8 @@ class RebalanceEngine:
         self._log = log
         self._new_uuid = new_uuid
         self._groups: dict[str, ClassicGroup] = {}
+        # Groups removed by a deletion whose tombstone is not durable yet, per id in removal order (groups.py).
+        self._removing: dict[str, list[GroupMetadataRecord]] = {}
         self._batch: list[Record] = []
         self._batch_done: list[OnDone] = []
         self.faults = 0  # operations that raised and were contained (tests assert none happen)

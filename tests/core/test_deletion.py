@@ -146,6 +146,30 @@ def test_failed_delete_after_a_join_keeps_the_joiners_group_and_the_old_offsets(
     assert_replays_to_memory(env, coord)
 
 
+def test_failed_delete_does_not_restore_over_a_later_group_removed_in_turn() -> None:
+    """Deleted, re-created by a joiner, emptied and deleted again before the first tombstone's write completes. The
+    first write fails, the joiner's records are written, the second deletion fails: memory must hold the joiner's
+    group, as the log does, not the first group."""
+    env, coord, mark = emptied_group_with_offsets()
+    first = coord.delete_groups(["g"])
+    join_new(env.gm, "g", client_id="joiner")
+    (joiner,) = env.group("g").members
+    leave(env.gm, "g", joiner)
+    env.run_until(lambda: env.group("g").state is GroupState.EMPTY)  # the join phase ends without members
+    joiners_group = snapshot(coord)[0]["g"]
+    second = coord.delete_groups(["g"])
+    writes = env.log.pending
+    env.log.fail(count=1)  # the first deletion
+    env.log.commit(writes - 2)  # the joiner's records
+    env.log.fail()  # the second deletion
+    assert first.result() == [DeleteGroupResult("g", ErrorCode.coordinator_not_available)]
+    assert second.result() == [DeleteGroupResult("g", ErrorCode.coordinator_not_available)]
+    assert snapshot(coord)[0]["g"] == joiners_group
+    assert fetch(coord, "g", None) == [FetchedOffset("t", 0, 10), FetchedOffset("t", 1, 11)]  # never deleted
+    assert [type(r) for r in state_records(env, mark)] == [GroupMetadataRecord, GroupMetadataRecord]
+    assert_replays_to_memory(env, coord)
+
+
 # ------------------------------------------------------------------------------------------- the offsets side
 def test_commit_to_a_group_being_deleted_is_a_commit_to_an_unknown_group() -> None:
     env, coord, mark = emptied_group_with_offsets()

@@ -32,8 +32,14 @@ def build_request(api_key: int, version: int, **fields: Any) -> Any:
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = 10.0, rcvbuf: int | None = None) -> None:
+        if rcvbuf is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        else:  # a small receive buffer, set before connecting so the kernel cannot grow it: a client that reads slowly
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, port))
         self._buf = b""
         self._next_id = 1
         self._sent: dict[int, tuple[int, int]] = {}  # correlation id -> (api key, version)

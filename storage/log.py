@@ -16,7 +16,7 @@ Failure
     e.g. a NUL character in a string on PostgreSQL), retrying would fail again and would keep failing whoever
     shares the batch; then the calls of that batch are written one per transaction, and the call whose own
     records are refused gets ``ErrorCode.unknown_server_error`` (Kafka's answer to a record that can never be
-    appended, see the semantics doc §3.3) so its client stops retrying.
+    appended, see docs/semantics.md §3.3) so its client stops retrying.
 
     Apart from that split, the records of a failed batch are NOT retried by storage. That is correct because the
     core answered the error already and applies offsets/assignments only on success, so no in-memory state ran

@@ -2,7 +2,7 @@
 
 ``GroupManager`` is the entry point (the other helpers code against it). It follows Kafka's new group coordinator
 (``GroupMetadataManager``) rule by rule; the section numbers (§) and row ids (R4, N6, E10, S9, H6, L3 ...) refer to
-``kafka-group-semantics.md``. The shared rebalance machinery (timers, join completion, removal, record batches) is
+``docs/semantics.md``. The shared rebalance machinery (timers, join completion, removal, record batches) is
 in ``coordinator.core.rebalance``.
 
 What is durable and who waits for it:

@@ -13,7 +13,7 @@ Rules of this module:
   back synchronously, so ``_flush`` swaps the buffer out before appending and callbacks flush their own records.
 * Timers (keys ``heartbeat-<group>-<member>``, ``join-<group>``, ``sync-<group>``) capture the group object and
   re-validate when they fire (the group is still the registered one, not Dead, same generation for ``sync-``,
-  member still present): stale timers are normal (§16.2).
+  member still present): stale timers are normal (docs/semantics.md §5.7).
 * Nothing here reads the wall clock or sleeps; logging is lazy (%-style arguments).
 * A fault stays in its group. Every entry point (request handler, timer operation, log callback) catches what it
   raises and hands it to ``_contain``: the records already emitted are flushed (they describe changes already made

@@ -1,4 +1,4 @@
-"""partition_for against the Java test vectors of the semantics doc (§11)."""
+"""partition_for against values computed with Java's String.hashCode (docs/semantics.md §11)."""
 
 from __future__ import annotations
 

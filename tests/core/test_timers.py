@@ -1,5 +1,5 @@
 """Timers: session expiry (§5.4), new-member join timeout, join timer (§5.3), pending-sync timeout (§5.5),
-and re-validation of stale timers (§16.2)."""
+and re-validation of stale timers (§5.7)."""
 
 from __future__ import annotations
 

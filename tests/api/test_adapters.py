@@ -1,4 +1,4 @@
-"""Version rules of the API adapters (compatibility doc section 4, docs/semantics.md §4 and §12)."""
+"""Version rules of the API adapters (docs/semantics.md §4 and §12)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Offsets committed by one client read back by the others, and the admin APIs of kafka-python and confluent-kafka.
 
 confluent-kafka 2.16.1 sends offset metadata with a trailing NUL and may mangle metadata written by others
-(compatibility doc section 4.9), so metadata is compared without trailing NULs and read through confluent only
+(README, "Client traps worth knowing"), so metadata is compared without trailing NULs and read through confluent only
 where it wrote it itself.
 """
 
@@ -58,7 +58,7 @@ def _confluent_admin_offsets(admin: AdminClient, group: str) -> dict[int, tuple[
     """{partition: (offset, metadata)}; metadata None when confluent-kafka cannot decode it.
 
     confluent-kafka 2.16.1 hands the metadata to Python as a C string without its terminating NUL, so it may read past
-    the stored bytes (kafka-client-compatibility.md §4.9): a UnicodeDecodeError, or stray bytes after the real value.
+    the stored bytes (README, "Client traps worth knowing"): a UnicodeDecodeError, or stray bytes after the real value.
     What the daemon stored is checked exactly through kafka-python's admin client above.
     """
     from confluent_kafka import ConsumerGroupTopicPartitions

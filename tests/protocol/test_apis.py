@@ -4,7 +4,7 @@ from protocol import legacy
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
 from protocol.codec import request_class, response_class
 
-# The advertised table, as specified for this server (docs/kafka-client-compatibility.md §5).
+# The advertised table, as README and docs/robustness.md (old clients) state it for this server.
 SPEC = {
     "ApiVersions": (18, 0, 4),
     "Metadata": (3, 0, 12),

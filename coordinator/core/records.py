@@ -4,7 +4,7 @@ Two families:
 
 * **State records** (Kafka's ``__consumer_offsets`` content): ``GroupMetadataRecord`` / ``GroupTombstone`` and
   ``OffsetCommitRecord`` / ``OffsetTombstone``. Replaying them in log order rebuilds every group and offset, exactly
-  as Kafka's coordinator load does (see ``coordinator.core.replay``).
+  as Kafka's coordinator load does (see ``GroupCoordinator.replay`` in ``coordinator.core.coordinator``).
 * **History records**, which Kafka does not keep: why and when each rebalance started, how each phase ended, who
   joined and who was removed and why. They are never needed to rebuild state; they feed the operator API and the
   Spark reports.

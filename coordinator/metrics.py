@@ -71,6 +71,14 @@ API_NAMES: dict[int, str] = {
     69: "ConsumerGroupDescribe",
 }
 
+_JOIN_GROUP = 11
+# JoinGroup answers that turn a client away for its configuration (coordinator.core.groups logs each one).
+_JOIN_REFUSALS = (
+    int(ErrorCode.inconsistent_group_protocol),
+    int(ErrorCode.invalid_session_timeout),
+    int(ErrorCode.group_max_size_reached),
+)
+
 _STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 
 # Rebalances take from milliseconds (a static member rejoining) to minutes (rebalance timeouts).
@@ -149,6 +157,15 @@ class _RequestCollector(Collector):
         for (api, code), n in sorted(counts.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
             requests.add_metric([api_name(api), _err(code)], n)
         yield requests
+        refused = CounterMetricFamily(
+            "kgc_join_refused",
+            "JoinGroup requests refused for the client's configuration, by error (the same answers as "
+            "kgc_requests_total{api=\"JoinGroup\"} with these errors; each logged, throttled, as 'JoinGroup refused').",
+            labels=["error"],
+        )
+        for code in _JOIN_REFUSALS:
+            refused.add_metric([_err(code)], counts.get((_JOIN_GROUP, code), 0))
+        yield refused
         seconds = HistogramMetricFamily(
             "kgc_request_seconds",
             "Time from a request's arrival to its response (parked Join/Sync included), by API. Heartbeat answers "
@@ -311,15 +328,17 @@ class Metrics:
 
     # ---------------------------------------------------------------------------------------------- hot path
     def observe_request(
-        self, api_key: int | str, seconds: float, error: ErrorCode | int = 0, requests: int = 1
+        self, api_key: int | str, seconds: float | None, error: ErrorCode | int = 0, requests: int = 1
     ) -> None:
-        """One Kafka request answered after ``seconds``; ``error`` is its top-level error code (0 when none).
-        ``requests`` > 1: that many requests were answered and this one of them was timed (a sampled API)."""
-        stats = self._requests.seconds.get(api_key)
-        if stats is None:
-            stats = self._requests.seconds[api_key] = [0.0] * (len(_REQUEST_BUCKETS) + 2)
-        stats[bisect_left(_REQUEST_BUCKETS, seconds)] += 1  # bucket i counts bounds[i-1] < seconds <= bounds[i]
-        stats[-1] += seconds
+        """One Kafka request answered after ``seconds``; ``error`` is its answer's error code (0 when none: see
+        README's metrics table for answers with per-entry errors). ``requests`` > 1: that many requests were
+        answered and this one of them was timed (a sampled API). ``seconds`` None: counted, not timed."""
+        if seconds is not None:
+            stats = self._requests.seconds.get(api_key)
+            if stats is None:
+                stats = self._requests.seconds[api_key] = [0.0] * (len(_REQUEST_BUCKETS) + 2)
+            stats[bisect_left(_REQUEST_BUCKETS, seconds)] += 1  # bucket i counts bounds[i-1] < seconds <= bounds[i]
+            stats[-1] += seconds
         key = (api_key, error if error.__class__ is int else int(error))
         counts = self._requests.counts
         counts[key] = counts.get(key, 0) + requests

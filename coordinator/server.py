@@ -52,7 +52,7 @@ from coordinator.api.errors import error_body
 from coordinator.metrics import ConnectionStats
 from protocol.apis import ApiKey
 from protocol.codec import Request, decode_request, encode_response, heartbeat_response_frame
-from protocol.errors import InvalidRequest, MalformedFrame, ProtocolError, UnsupportedApi
+from protocol.errors import ErrorCode, InvalidRequest, MalformedFrame, ProtocolError, UnsupportedApi
 from protocol.framing import FrameDecoder
 from protocol.responses import invalid_request_frame, unsupported_response_frame
 
@@ -68,6 +68,7 @@ SMALL_PARTIAL = 65_536  # bytes of an unfinished frame a connection may hold whi
 LISTEN_BACKLOG = 1024
 FD_RESERVE = 128  # file descriptors kept for the database, the HTTP API and logs when capping max.connections
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
+_NO_ERROR = ErrorCode.none
 LARGE_WRITE = 65_536  # an answer this large is written on its own (see Connection._flush)
 HEARTBEAT_TIMING_SAMPLE = 64  # one heartbeat in 64 is timed for kgc_request_seconds (all are counted)
 
@@ -553,7 +554,8 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self.open_connections: set[Connection] = set()
         self._ready: list[Connection] = []  # connections with parked answers that became ready (see _flush_ready)
-        self.untimed_heartbeats = 0  # answered since the last timed one (see handle)
+        self.heartbeat_sample = 0  # heartbeats answered since the last timed one (see handle)
+        self.heartbeat_sample_errors = 0  # of those, the ones answered with an error (already counted under it)
         # connections.max.idle.ms: (due, seq, connection) with due >= the last time the connection was checked +
         # idle; a connection active since is pushed back with its new due when its entry comes up, so a sweep only
         # touches the entries that are due (amortised one push per connection per idle period).
@@ -566,6 +568,12 @@ class KafkaServer:
         # activity looks up to one tick later than it was, so an idle connection closes up to a tick late, never
         # early.
         self.active_clock = _now() + self._idle_tick()
+
+    @property
+    def untimed_heartbeats(self) -> int:
+        """Heartbeats answered without error since the last timed one: not in kgc_requests_total yet (added at
+        scrape time)."""
+        return self.heartbeat_sample - self.heartbeat_sample_errors
 
     @property
     def bound_port(self) -> int:
@@ -729,28 +737,31 @@ class KafkaServer:
         (tests/server/test_heartbeat_path.py). Every heartbeat is counted, one in ``HEARTBEAT_TIMING_SAMPLE`` is
         timed: the two clock reads and the histogram update cost about as much as the core's part of a heartbeat,
         and a heartbeat is answered at once, so its latency is the same handful of microseconds every time.
-        ``untimed_heartbeats`` holds the ones since the last timed one (added to ``kgc_requests_total`` at scrape
-        time)."""
+        ``untimed_heartbeats`` holds the ones answered without error since the last timed one (added to
+        ``kgc_requests_total`` at scrape time); one answered with an error is counted under it at once."""
         header, body = request
         key = header.api_key
         if key == _HEARTBEAT:
-            untimed = self.untimed_heartbeats + 1
+            untimed = self.heartbeat_sample + 1
             if untimed < HEARTBEAT_TIMING_SAMPLE:
-                self.untimed_heartbeats = untimed
+                self.heartbeat_sample = untimed
                 started = 0.0
             else:
                 started = perf_counter()
             version = header.api_version
             frame: bytes | None
             try:
-                error = self.services.coordinator.heartbeat_fields(
+                error: int = self.services.coordinator.heartbeat_fields(
                     body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None
                 )
-                frame = heartbeat_response_frame(version, header.correlation_id, error)
+                frame = heartbeat_response_frame(version, header.correlation_id, error)  # type: ignore[arg-type]
             except Exception as exc:
                 ctx = RequestContext(key, version, header.correlation_id, header.client_id or "", client_host)
                 frame = self._error_frame(request, ctx, exc)
-            if started:
+                error = ctx.error
+            if error is not _NO_ERROR:
+                self._observe_heartbeat_error(started, untimed, error)
+            elif started:
                 self._observe_heartbeats(started, untimed)
             return frame
         ctx = RequestContext(key, header.api_version, header.correlation_id, header.client_id or "", client_host)
@@ -759,12 +770,16 @@ class KafkaServer:
         try:
             result = HANDLERS[key](self.services, ctx, body)
         except Exception as exc:
-            return self._error_frame(request, ctx, exc)
+            frame = self._error_frame(request, ctx, exc)
+            if observe is not None:
+                observe(key, perf_counter() - started, ctx.error)
+            return frame
         # A kio body (has __api_key__) is encoded at once, a finished frame (bytes) written as it is; anything else
-        # is a parked answer.
+        # is a parked answer. The error reported is a kio body's top-level error_code, else ``ctx.error`` (set by
+        # the adapter of a finished frame or of an answer with per-entry errors).
         if result.__class__ is bytes:
             if observe is not None:
-                observe(key, perf_counter() - started)
+                observe(key, perf_counter() - started, ctx.error)
             return result  # type: ignore[no-any-return]
         if getattr(result.__class__, "__api_key__", None) is None:
             if isinstance(result, Pending):
@@ -775,16 +790,32 @@ class KafkaServer:
             frame = encode_response(header, result)
         except Exception as exc:
             frame = self._error_frame(request, ctx, exc)
+        else:
+            ctx.error = getattr(result, "error_code", 0) or ctx.error
         if observe is not None:
-            observe(key, perf_counter() - started)
+            observe(key, perf_counter() - started, ctx.error)
         return frame
 
     def _observe_heartbeats(self, started: float, answered: int) -> None:
-        """The timed heartbeat: ``answered`` heartbeats since the last timed one, this one included."""
-        self.untimed_heartbeats = 0
+        """The timed heartbeat: ``answered`` heartbeats since the last timed one, this one included; those answered
+        with an error were counted already."""
+        answered -= self.heartbeat_sample_errors
+        self.heartbeat_sample = self.heartbeat_sample_errors = 0
         observe = self.services.observe_request
         if observe is not None:
             observe(_HEARTBEAT, perf_counter() - started, 0, answered)
+
+    def _observe_heartbeat_error(self, started: float, answered: int, error: int) -> None:
+        """A heartbeat answered with ``error`` (``answered`` and ``started`` as for ``_observe_heartbeats``): counted
+        at once under its error, not among the ones answered without error. It takes its turn in the timing sample
+        like any other."""
+        observe = self.services.observe_request
+        if started:
+            self._observe_heartbeats(started, answered - 1)
+        else:
+            self.heartbeat_sample_errors += 1
+        if observe is not None:
+            observe(_HEARTBEAT, None, error)
 
     def _park(self, request: Request, ctx: RequestContext, pending: Pending[Any, Any], started: float) -> Parked:
         """Answer when the core resolves the Deferred: build and encode in its callback, no task."""
@@ -799,7 +830,7 @@ class KafkaServer:
             except Exception as exc:
                 frame = self._error_frame(request, ctx, exc)
             if observe is not None:
-                observe(ctx.api_key, perf_counter() - started)
+                observe(ctx.api_key, perf_counter() - started, ctx.error)
             parked.complete(frame)
 
         pending.deferred.add_callback(ready)
@@ -815,7 +846,7 @@ class KafkaServer:
 
         def done(t: asyncio.Task[bytes | None]) -> None:
             if observe is not None:
-                observe(ctx.api_key, perf_counter() - started)
+                observe(ctx.api_key, perf_counter() - started, ctx.error)
             if not t.cancelled():
                 parked.complete(t.result())
 
@@ -832,12 +863,14 @@ class KafkaServer:
         return self._encode(request, ctx, body)
 
     def _encode(self, request: Request, ctx: RequestContext, body: Any) -> bytes | None:
-        if body.__class__ is bytes:  # an adapter's finished frame
+        if body.__class__ is bytes:  # an adapter's finished frame (its error in ctx.error)
             return body  # type: ignore[no-any-return]
         try:
-            return encode_response(request.header, body)
+            frame = encode_response(request.header, body)
         except Exception as exc:
             return self._error_frame(request, ctx, exc)
+        ctx.error = getattr(body, "error_code", 0) or ctx.error
+        return frame
 
     def _error_frame(self, request: Request, ctx: RequestContext, exc: BaseException) -> bytes | None:
         """The API's error response, or None (close the connection) if even that cannot be built."""

@@ -23,6 +23,10 @@ class RequestContext:
     correlation_id: int
     client_id: str
     client_host: str
+    # The answer's error for kgc_requests_total where the answer cannot say it itself: set by an adapter that answers
+    # with a finished frame (bytes), or whose answer has per-entry errors (the first non-zero one, in response
+    # order), and by ``errors.error_body``. The server reports a kio body's top-level ``error_code`` first.
+    error: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,7 @@ class CoordinatorApi(Protocol):
 
 
 class RequestObserver(Protocol):
-    def __call__(self, api_key: int, seconds: float, error: int = 0, requests: int = 1) -> None: ...
+    def __call__(self, api_key: int, seconds: float | None, error: int = 0, requests: int = 1) -> None: ...
 
 
 @dataclass(slots=True)
@@ -75,7 +79,8 @@ class Services:
     max_fetch_wait_ms: int = 30_000  # cap on a Fetch's max_wait (a client cannot park a request for ever)
     closing: bool = False
     # called with (api_key, seconds from decode to answer[, error, requests]) once per answered request, or once per
-    # ``requests`` answered requests of which this one was timed (Heartbeat); e.g. Metrics.observe_request
+    # ``requests`` answered requests of which this one was timed (Heartbeat), or with seconds None for an answer
+    # counted but not timed (a Heartbeat refused with an error); e.g. Metrics.observe_request
     observe_request: RequestObserver | None = None
 
 

@@ -35,8 +35,10 @@ def error_code_for(exc: BaseException) -> ErrorCode:
 
 
 def error_body(ctx: RequestContext, exc: BaseException, request_body: Any) -> Any:
-    """The error response for ``ctx``'s API and version. Logs the failure once, with the request's identity."""
+    """The error response for ``ctx``'s API and version (its code in ``ctx.error``, for the metrics). Logs the
+    failure once, with the request's identity."""
     code = error_code_for(exc)
+    ctx.error = code
     if code is ErrorCode.unknown_server_error:
         log.error(
             "internal error api_key=%d api_version=%d correlation_id=%d client_id=%s",

@@ -55,6 +55,8 @@ def handle_find_coordinator(services: Services, ctx: RequestContext, body: Any) 
     cls = response_cls(ctx)
     if ctx.api_version >= 4:
         keys = body.coordinator_keys
+        if keys:
+            ctx.error = error.value  # every key has the same error (no top-level one from v4), for the metrics
 
         def entry(key: str) -> dict[str, Any]:
             return _entry(services, key, error)

@@ -69,6 +69,8 @@ def handle_describe_groups(services: Services, ctx: RequestContext, body: Any) -
     group_ids = list(body.groups)
 
     def described(group: m.DescribedGroup) -> dict[str, Any]:
+        if group.error is not ErrorCode.none and not ctx.error:
+            ctx.error = group.error.value  # the first group error, for the metrics
         return _described(group, include_operations)
 
     if len(group_ids) > sliced.SLICE:  # described a slice at a time too
@@ -81,6 +83,7 @@ def handle_delete_groups(services: Services, ctx: RequestContext, body: Any) -> 
     ids = list(dict.fromkeys(body.groups_names))  # Kafka de-duplicates
 
     def respond(results: list[m.DeleteGroupResult]) -> Any:
+        ctx.error = next((r.error.value for r in results if r.error is not ErrorCode.none), 0)  # for the metrics
         return build(response_cls(ctx), {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]})
 
     return then(services.coordinator.delete_groups(ids), respond)

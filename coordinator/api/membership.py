@@ -54,6 +54,7 @@ _ONE_MS = timedelta(milliseconds=1)
 def join_response(ctx: RequestContext, result: m.JoinGroupResult) -> bytes:
     # Answered to every joining member (the leader's answer with every member's subscription): the finished frame
     # (protocol.hot_responses), no kio entity.
+    ctx.error = result.error.value
     if ctx.api_version < 7:
         protocol_name: str | None = result.protocol_name or ""
     else:
@@ -97,6 +98,7 @@ def sync_request(ctx: RequestContext, body: Any) -> m.SyncGroupRequest:
 
 def sync_response(ctx: RequestContext, result: m.SyncGroupResult) -> bytes:
     # Answered to every member of every rebalance: the finished frame (protocol.hot_responses), no kio entity.
+    ctx.error = result.error.value
     return sync_group_response_frame(
         ctx.api_version,
         ctx.correlation_id,
@@ -159,6 +161,7 @@ def leave_response(ctx: RequestContext, result: m.LeaveGroupResult) -> Any:
         if error is ErrorCode.none:
             error = next((x.error for x in result.members if x.error is not ErrorCode.none), ErrorCode.none)
         return build(cls, {"error_code": error})
+    ctx.error = next((x.error.value for x in result.members if x.error is not ErrorCode.none), 0)
     return build(
         cls,
         {

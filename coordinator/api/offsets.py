@@ -84,8 +84,13 @@ def handle_offset_commit(services: Services, ctx: RequestContext, body: Any) -> 
     def respond(errors: dict[tuple[str, int], ErrorCode]) -> bytes:
         # The hot path of durable commits: the frame is written directly (protocol.hot_responses), no kio entity.
         topics: dict[str, list[tuple[int, int]]] = {}
+        first = 0  # the first partition error, for the metrics (ctx.error)
         for topic, partition in order:
-            topics.setdefault(topic, []).append((partition, errors[(topic, partition)].value))
+            error = errors[(topic, partition)].value
+            if error and not first:
+                first = error
+            topics.setdefault(topic, []).append((partition, error))
+        ctx.error = first
         return offset_commit_response_frame(ctx.api_version, ctx.correlation_id, list(topics.items()))
 
     if not accepted:
@@ -142,6 +147,10 @@ def handle_offset_fetch(services: Services, ctx: RequestContext, body: Any) -> A
         results = [_fetch_one(services, g.group_id, g.topics, require_stable) for g in body.groups]
     else:
         results = [_fetch_one(services, body.group_id, body.topics, require_stable)]
+    # For the metrics: the first group error, else the first partition error (v0-1 and v8+ have no top-level one).
+    ctx.error = next((r.error.value for r in results if r.error is not ErrorCode.none), 0) or next(
+        (p.error.value for r in results for p in r.partitions if p.error is not ErrorCode.none), 0
+    )
     if sum(len(r.partitions) for r in results) > ALL_OFFSETS_SLICE:
         # Typically a fetch of everything (null topics) of a group with very many offsets: encoded by hand, in
         # slices that give the event loop back in between (heartbeats of other connections are answered meanwhile).
@@ -262,6 +271,7 @@ def handle_offset_delete(services: Services, ctx: RequestContext, body: Any) -> 
         errors = dict(rejected)
         for pe in result.partitions:
             errors[(pe.topic, pe.partition)] = pe.error
+        ctx.error = next((errors[key].value for key in order if errors.get(key, ErrorCode.none).value), 0)
         return build(
             _response_cls(ctx),
             {

@@ -85,6 +85,12 @@ class GroupManager(RebalanceEngine):
             return reply
         cfg = self._config
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
+            self._log_join_refused(
+                req,
+                ErrorCode.invalid_session_timeout,
+                f"session timeout {req.session_timeout_ms} ms outside group.min/max.session.timeout.ms "
+                f"[{cfg.min_session_timeout_ms}, {cfg.max_session_timeout_ms}]",
+            )
             reply.resolve(JoinGroupResult(error=ErrorCode.invalid_session_timeout, member_id=req.member_id))
             return reply
         try:
@@ -96,6 +102,30 @@ class GroupManager(RebalanceEngine):
                 JoinGroupResult(error=self._fault_error(req.group_id, req.member_id), member_id=req.member_id)
             )
         return reply
+
+    @staticmethod
+    def _log_join_refused(req: JoinGroupRequest, error: ErrorCode, detail: str) -> None:
+        """A JoinGroup turned away for the client's configuration: logged once per group and cause (throttled), so
+        the refusal leaves a trace besides kgc_join_refused_total."""
+        log.warning(
+            "[group=%s] JoinGroup refused: %s: %s; member %s client_id %s client_host %s",
+            req.group_id,
+            error.name.upper(),
+            detail,
+            req.member_id or "(new)",
+            req.client_id or "(none)",
+            req.client_host or "(unknown)",
+            extra={"throttle": ("join-refused", req.group_id, error)},
+        )
+
+    @staticmethod
+    def _protocols_refused(group: ClassicGroup, req: JoinGroupRequest) -> str:
+        names = ",".join(name for name, _ in req.protocols) or "(none)"
+        offered = f"protocol type {req.protocol_type or '(empty)'} with protocols {names}"
+        if not group.members:
+            return f"{offered}: a group needs a protocol type and at least one protocol"
+        common = ",".join(sorted(group.candidate_protocols())) or "(none)"
+        return f"{offered}: the group has type {group.protocol_type or '(empty)'} and protocols {common}"
 
     def _subject_of(self, group_id: str, member_id: str, reply: Deferred[JoinGroupResult]) -> str | None:
         """The member a failed JoinGroup was about: its id, or the new member the request had just added."""
@@ -129,6 +159,9 @@ class GroupManager(RebalanceEngine):
         mark = len(self._batch)
         if not self._accept_joining_member(group, req.member_id):  # R6
             self._evict(group, req.member_id)
+            self._log_join_refused(
+                req, ErrorCode.group_max_size_reached, f"group.max.size {self._config.max_size} reached"
+            )
             reply.resolve(JoinGroupResult(error=ErrorCode.group_max_size_reached))
         elif not req.member_id:
             self._join_new_member(group, req, reply)
@@ -170,6 +203,7 @@ class GroupManager(RebalanceEngine):
             reply.resolve(JoinGroupResult(error=_COORDINATOR_NOT_AVAILABLE))
             return
         if not group.supports_protocols(req.protocol_type, [name for name, _ in req.protocols]):  # N2
+            self._log_join_refused(req, _INCONSISTENT_GROUP_PROTOCOL, self._protocols_refused(group, req))
             reply.resolve(JoinGroupResult(error=_INCONSISTENT_GROUP_PROTOCOL))
             return
         instance_id = req.group_instance_id
@@ -213,6 +247,7 @@ class GroupManager(RebalanceEngine):
             reply.resolve(JoinGroupResult(error=_COORDINATOR_NOT_AVAILABLE, member_id=member_id))
             return
         if not group.supports_protocols(req.protocol_type, [name for name, _ in req.protocols]):  # E2
+            self._log_join_refused(req, _INCONSISTENT_GROUP_PROTOCOL, self._protocols_refused(group, req))
             reply.resolve(JoinGroupResult(error=_INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
             return
         if member_id in group.pending_join_members:  # E3

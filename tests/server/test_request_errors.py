@@ -1,0 +1,143 @@
+"""/metrics labels each answered Kafka request with the error it was answered with (issue #18): the top-level error
+where the answer has one, else the first non-zero per-entry error; and a JoinGroup refused for the client's
+configuration is counted in kgc_join_refused_total and logged once per group and cause (throttled)."""
+
+from __future__ import annotations
+
+import logging
+import urllib.request
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from coordinator.app import App
+from coordinator.core import messages as m
+from coordinator.settings import load_settings
+from protocol.errors import ErrorCode
+
+from .conftest import RunningApp
+from .wire import WireClient, build_request
+
+
+def _metrics(running: RunningApp) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    port = running.app.http_port
+    assert port is not None
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def _requests(got: dict[tuple[str, tuple[tuple[str, str], ...]], float], api: str, error: str) -> float:
+    return got.get(("kgc_requests_total", (("api", api), ("error", error))), 0.0)
+
+
+@pytest.fixture
+def running() -> Iterator[RunningApp]:
+    app = RunningApp().start()
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+def _join(client: WireClient, group: str, session_ms: int, protocol_type: str = "consumer") -> Any:
+    return client.call(
+        build_request(
+            11, 5, group_id=group, session_timeout=timedelta(milliseconds=session_ms),
+            rebalance_timeout=timedelta(milliseconds=10_000), member_id="", group_instance_id=None,
+            protocol_type=protocol_type, protocols=[{"name": "range", "metadata": b""}],
+        )
+    )  # fmt: skip
+
+
+def test_error_label_is_the_answers_error(running: RunningApp) -> None:
+    client = WireClient("127.0.0.1", running.port)
+    try:
+        # Heartbeat fast path: a member the coordinator does not know
+        for _ in range(3):
+            answer = client.call(build_request(12, 4, group_id="g", generation_id=1, member_id="ghost",
+                                               group_instance_id=None))  # fmt: skip
+            assert answer.error_code == ErrorCode.unknown_member_id
+        # OffsetCommit (a finished frame, per-partition errors only): a partition that does not exist
+        answer = client.call(
+            build_request(
+                8, 8, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                topics=[{"name": "nope", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                         "committed_leader_epoch": -1, "committed_metadata": ""}]}],
+            )
+        )  # fmt: skip
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+        # DeleteGroups (kio body, per-group errors only): a group that does not exist
+        answer = client.call(build_request(42, 2, groups_names=("nope",)))
+        assert answer.results[0].error_code == ErrorCode.group_id_not_found
+        # JoinGroup (a parked answer, a finished frame): a session timeout below group.min.session.timeout.ms
+        answer = _join(client, "g", session_ms=10)
+        assert answer.error_code == ErrorCode.invalid_session_timeout
+        # An answer without error is still "none"
+        client.call(build_request(18, 3, client_software_name="t", client_software_version="1"))
+    finally:
+        client.close()
+    got = _metrics(running)
+    assert _requests(got, "Heartbeat", "unknown_member_id") == 3
+    assert _requests(got, "Heartbeat", "none") == 0
+    assert _requests(got, "OffsetCommit", "unknown_topic_or_partition") == 1
+    assert _requests(got, "OffsetCommit", "none") == 0
+    assert _requests(got, "DeleteGroups", "group_id_not_found") == 1
+    assert _requests(got, "JoinGroup", "invalid_session_timeout") == 1
+    assert _requests(got, "ApiVersions", "none") == 1
+    assert got[("kgc_join_refused_total", (("error", "invalid_session_timeout"),))] == 1
+    assert got[("kgc_join_refused_total", (("error", "inconsistent_group_protocol"),))] == 0
+
+
+def test_inconsistent_protocol_is_a_refused_join(running: RunningApp) -> None:
+    first, second = WireClient("127.0.0.1", running.port), WireClient("127.0.0.1", running.port)
+    try:
+        # v5 without a member id: MEMBER_ID_REQUIRED, then the join with the id parks for the initial delay
+        member_id = _join(first, "g", 10_000).member_id
+        first.send(
+            build_request(
+                11, 5, group_id="g", session_timeout=timedelta(seconds=10), rebalance_timeout=timedelta(seconds=10),
+                member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                protocols=[{"name": "range", "metadata": b""}],
+            )
+        )  # fmt: skip
+        _, joined = first.receive()
+        assert joined.error_code == ErrorCode.none
+        answer = _join(second, "g", 10_000, protocol_type="connect")
+        assert answer.error_code == ErrorCode.inconsistent_group_protocol
+    finally:
+        first.close()
+        second.close()
+    got = _metrics(running)
+    assert _requests(got, "JoinGroup", "member_id_required") == 1
+    assert _requests(got, "JoinGroup", "inconsistent_group_protocol") == 1
+    assert got[("kgc_join_refused_total", (("error", "inconsistent_group_protocol"),))] == 1
+
+
+async def test_refused_join_is_logged_with_group_client_and_reason(caplog: pytest.LogCaptureFixture) -> None:
+    app = App(load_settings(None, storage={"url": "memory"}, group={"min_session_timeout_ms": 6_000}))
+    groups = app.coordinator.groups
+    try:
+        with caplog.at_level(logging.INFO, logger="coordinator.group"):
+            reply = groups.join_group(
+                m.JoinGroupRequest(group_id="orders", member_id="", group_instance_id=None, protocol_type="consumer",
+                                   protocols=[("range", b"")], session_timeout_ms=100, rebalance_timeout_ms=30_000,
+                                   client_id="billing-7", client_host="/10.0.0.7", api_version=5)
+            )  # fmt: skip
+        assert reply.result().error is ErrorCode.invalid_session_timeout
+        [record] = [r for r in caplog.records if "refused" in r.getMessage()]
+        assert record.levelno == logging.WARNING
+        text = record.getMessage()
+        assert text.startswith("[group=orders] JoinGroup refused: INVALID_SESSION_TIMEOUT: session timeout 100 ms")
+        assert "client_id billing-7 client_host /10.0.0.7" in text and "[6000, " in text
+        assert "None" not in text
+        assert record.throttle == ("join-refused", "orders", ErrorCode.invalid_session_timeout)  # type: ignore[attr-defined]
+    finally:
+        app.timer.cancel_all()

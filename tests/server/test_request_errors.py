@@ -141,3 +141,91 @@ async def test_refused_join_is_logged_with_group_client_and_reason(caplog: pytes
         assert record.throttle == ("join-refused", "orders", ErrorCode.invalid_session_timeout)  # type: ignore[attr-defined]
     finally:
         app.timer.cancel_all()
+
+
+async def test_heartbeat_errors_are_counted_exactly_and_the_sample_goes_on() -> None:
+    """Heartbeats answered with and without an error, interleaved, past several timed ones (some of which are
+    errors): each counted once under its own error, and one in HEARTBEAT_TIMING_SAMPLE timed."""
+    import asyncio
+
+    from coordinator.server import HEARTBEAT_TIMING_SAMPLE
+    from protocol.codec import decode_request
+
+    from .wire import request_frame
+
+    app = App(load_settings(None, storage={"url": "memory"}, group={"initial_rebalance_delay_ms": 0}))
+    groups = app.coordinator.groups
+    try:
+        groups.join_group(
+            m.JoinGroupRequest(group_id="g", member_id="", group_instance_id=None, protocol_type="consumer",
+                               protocols=[("range", b"")], session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
+                               client_id="c", client_host="/h", api_version=3)
+        )  # fmt: skip
+        await asyncio.sleep(0.05)  # the initial delay's timer: the join completes
+        group = groups.group("g")
+        assert group is not None
+        [member_id] = group.members
+        generation = group.generation_id
+        synced = groups.sync_group(m.SyncGroupRequest("g", generation, member_id, None, "consumer", "range",
+                                                      [(member_id, b"")], 3))  # fmt: skip
+        for _ in range(100):
+            if synced.done:
+                break
+            await asyncio.sleep(0.01)
+        assert synced.result().error is ErrorCode.none
+
+        def heartbeat(member: str, generation: int) -> Any:
+            fields = {"group_id": "g", "generation_id": generation, "member_id": member}
+            return decode_request(request_frame(build_request(12, 4, group_instance_id=None, **fields), 7)[4:])
+
+        kinds = [
+            (heartbeat(member_id, generation), "none"),
+            (heartbeat("ghost", generation), "unknown_member_id"),
+            (heartbeat(member_id, generation + 5), "illegal_generation"),
+        ]
+
+        def scrape() -> dict[str, float]:
+            out: dict[str, float] = {}
+            for family in text_string_to_metric_families(app.metrics.render().decode()):
+                for s in family.samples:
+                    if s.labels.get("api") == "Heartbeat":
+                        key = s.labels.get("error", s.name)
+                        out[key] = out.get(key, 0) + s.value
+            return out
+
+        expected = dict.fromkeys((error for _, error in kinds), 0)
+        for n in range(1, 3 * HEARTBEAT_TIMING_SAMPLE + 5):
+            request, error = kinds[(n + n // HEARTBEAT_TIMING_SAMPLE) % 3]  # the timed ones (64, 128, 192): each kind
+            app.server.handle(request, "/127.0.0.1")
+            expected[error] += 1
+            got = scrape()
+            assert {k: got.get(k, 0) for k in expected} == expected, n
+            assert got.get("kgc_request_seconds_count", 0) == n // HEARTBEAT_TIMING_SAMPLE, n
+    finally:
+        app.timer.cancel_all()
+
+
+async def test_group_full_join_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    app = App(load_settings(None, storage={"url": "memory"}, group={"max_size": 1}))
+    groups = app.coordinator.groups
+
+    def join(client_id: str) -> Any:
+        return groups.join_group(
+            m.JoinGroupRequest(group_id="orders", member_id="", group_instance_id=None, protocol_type="consumer",
+                               protocols=[("range", b"")], session_timeout_ms=10_000, rebalance_timeout_ms=30_000,
+                               client_id=client_id, client_host="/10.0.0.8", api_version=3)
+        )  # fmt: skip
+
+    try:
+        with caplog.at_level(logging.INFO, logger="coordinator.group"):
+            assert not join("first").done  # parked for the initial rebalance delay
+            refused = join("second")
+        assert refused.result().error is ErrorCode.group_max_size_reached
+        [record] = [r for r in caplog.records if "refused" in r.getMessage()]
+        assert record.getMessage() == (
+            "[group=orders] JoinGroup refused: GROUP_MAX_SIZE_REACHED: group.max.size 1 reached; "
+            "member (new) client_id second client_host /10.0.0.8"
+        )
+        assert record.throttle == ("join-refused", "orders", ErrorCode.group_max_size_reached)  # type: ignore[attr-defined]
+    finally:
+        app.timer.cancel_all()

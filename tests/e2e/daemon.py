@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,9 +22,23 @@ DEFAULT_ARGS = (
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port that is free now, below the kernel's ephemeral range (32768-60999 here). A port the kernel handed out
+    for ``bind(0)`` is in that range, so between our probe and the daemon's bind any outgoing connection of the test
+    run (the fuzzer alone opens 100,000s) could take it as its local port; ports below the range are never given to
+    outgoing connections, so only another test's explicit bind can collide, and the random pick makes that rare."""
+    low, high = _PRIVATE_PORTS
+    for _ in range(200):
+        port = random.randrange(low, high)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {low}-{high}")
+
+
+_PRIVATE_PORTS = (20_000, 32_768)
 
 
 def port_open(port: int) -> bool:

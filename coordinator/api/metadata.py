@@ -36,6 +36,7 @@ from coordinator.topics import Topic, TopicRegistry, is_legal_topic_name
 from protocol.codec import encode_response
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
+from protocol.hot_responses import uvarint as _uvarint
 
 from ._util import response_cls
 from .build import build
@@ -54,15 +55,6 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 _NOT_REQUESTED_BYTES = _I32.pack(_NOT_REQUESTED)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _array_length(flexible: bool, n: int) -> bytes:

@@ -21,6 +21,7 @@ from kio.serial import entity_writer
 
 from protocol.codec import encode_response
 from protocol.headers import RequestHeader
+from protocol.hot_responses import uvarint as _uvarint
 
 from ._util import response_cls
 from .build import build
@@ -28,15 +29,6 @@ from .context import RequestContext
 
 SLICE = 500  # entries resolved and encoded per loop iteration
 _I32 = struct.Struct(">i")
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 async def sliced_frame(

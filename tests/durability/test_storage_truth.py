@@ -28,6 +28,7 @@ import pytest
 
 from tests.e2e.daemon import DEFAULT_ARGS, ROOT, Daemon
 from tests.e2e.helpers import wait_for
+from tests.needs import missing
 from tests.server.wire import WireClient, build_request
 
 from .conftest import DAEMON_TOPICS, TOPIC
@@ -61,10 +62,6 @@ def commit(daemon: Daemon, group: str, offset: int) -> int:
     return int(response.topics[0].partitions[0].error_code)
 
 
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @contextlib.contextmanager
@@ -72,7 +69,7 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
     if done.returncode != 0:
-        _skip_or_fail(f"cannot mount a tmpfs (needs root): {done.stderr.decode(errors='replace').strip()}")
+        missing(f"cannot mount a tmpfs (needs root): {done.stderr.decode(errors='replace').strip()}")
     try:
         yield path
     finally:
@@ -187,7 +184,7 @@ def test_unwritable_database_files_fail_the_start(tmp_path: Path) -> None:
     for target in (data / "coordinator.db-shm", data / "coordinator.db", data / "coordinator.db-wal", data):
         assert target.exists(), sorted(p.name for p in data.iterdir())
         if subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode != 0:
-            _skip_or_fail(f"cannot make {target} immutable (chattr +i needs root and a file system that supports it)")
+            missing(f"cannot make {target} immutable (chattr +i needs root and a file system that supports it)")
         try:
             refused = run_to_exit(daemon)
         finally:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.bare_server --listen 127.0.0.1:9093
 
-It is ``coordinator.server.KafkaServer`` (same connection handling, ``decode_request``, the same response encoders:
+It is ``servers.kafka.listener.KafkaServer`` (same connection handling, ``decode_request``, the same response encoders:
 ``encode_response`` and the hand-written frames of the hot paths, uvloop)
 with ``handle`` answering from the request alone: JoinGroup makes every member its own leader in generation 1
 (MEMBER_ID_REQUIRED first, as the daemon does from v4), SyncGroup hands back the leader's assignment, Heartbeat is
@@ -20,12 +20,12 @@ import itertools
 import signal
 from typing import Any
 
-from coordinator.server import KafkaServer, Slot
 from protocol.apis import ApiKey
 from protocol.codec import Request, encode_response, heartbeat_response_frame
 from protocol.errors import ErrorCode
 from protocol.hot_responses import join_group_response_frame, offset_commit_response_frame, sync_group_response_frame
 from protocol.responses import api_versions_response, error_response
+from servers.kafka.listener import KafkaServer, Slot
 
 _ids = itertools.count(1)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from storage.database import SQLITE_FILE_NAME, create_engine, database_url, migrate
-from storage.log import SqlRecordLog
+from storage.record_log import SqlRecordLog
 
 Rows = list[tuple[Any, ...]]
 MEMBERS_PER_GROUP = 5
@@ -253,7 +253,7 @@ async def measure_load(target: dict[str, Any]) -> tuple[float, float, int]:
 async def measure_writes(target: dict[str, Any], clients: int, commits_per_client: int) -> tuple[float, int]:
     """``clients`` concurrent committers, each waiting for its commit to be durable before the next one (like a
     consumer's commitSync). Returns elapsed seconds and the number of transactions used."""
-    from coordinator.core.records import new_offset_commit_record
+    from coordinator.records import new_offset_commit_record
 
     log = await SqlRecordLog.open(**target)
     before = log.stats.transactions

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.api.build import build
 from protocol.codec import decode_body, encode_body, request_class, response_class
 from protocol.consumer_protocol import encode_assignment, encode_subscription
 from protocol.errors import ErrorCode
 from protocol.framing import FrameDecoder, encode_frame
 from protocol.headers import RequestHeader, encode_request_header
 from protocol.hot_responses import uvarint
+from servers.kafka.build import build
 
 # The versions a current Java client (3.x, classic protocol) sends.
 JOIN_V, SYNC_V, HEARTBEAT_V, COMMIT_V, API_VERSIONS_V = 9, 5, 4, 8, 3

@@ -2,7 +2,7 @@
 
     python -m benchmarks.instructions [--members 1000] [--storage memory|sqlite] [--phase join1,join2,sync,heartbeat]
 
-The real daemon (``coordinator.app.App``, storage as chosen) runs in process behind in-memory transports, so a
+The real daemon (``daemon.app.App``, storage as chosen) runs in process behind in-memory transports, so a
 request costs what the daemon's own code costs: framing, decoding, the adapter, the core, the storage hand-off,
 the answer, the metrics; not the kernel's send/recv. A warm-up group goes through the whole exchange first (the
 first use of each path imports and compiles), then one group of ``--members`` members does:
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.client import HEARTBEAT_V, JOIN_V, decode, heartbeat_frame, join_frame, sync_error, sync_frame
-from coordinator.server import Connection, KafkaServer
 from protocol.framing import FrameDecoder
+from servers.kafka.listener import Connection, KafkaServer
 
 PHASES = ("join1", "join2", "sync", "heartbeat")
 
@@ -139,9 +139,9 @@ async def _exchange(
 
 
 async def _inner(members: int, storage: str, counted: str | None) -> None:
-    from coordinator.app import App
-    from coordinator.runtime import tune_gc
-    from coordinator.settings import load_settings
+    from daemon.app import App
+    from daemon.settings import load_settings
+    from runtime.loop import tune_gc
 
     with tempfile.TemporaryDirectory(prefix="kgc-instructions-") as data_dir:
         settings = load_settings(
@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.inner:
         counted = None if args.inner == "none" else args.inner
-        from coordinator.__main__ import _run as run_like_the_daemon  # uvloop when installed
+        from daemon.__main__ import _run as run_like_the_daemon  # uvloop when installed
 
         run_like_the_daemon(_inner(args.members, args.storage, counted))
         return 0

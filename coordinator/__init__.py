@@ -1,3 +1,6 @@
-"""Kafka-protocol consumer-group coordinator."""
+"""The pure group coordinator: the classic group state machine, offsets, records. No I/O, no asyncio, injected time.
 
-__version__ = "0.1.0"
+Layering (docs/architecture.md): this package imports ``protocol`` (error codes, the consumer protocol) and nothing
+else of ours. The asyncio layer (``runtime``) drives its timers, ``storage`` persists the records it produces, and the
+servers (``servers.kafka``, ``servers.http``) translate requests into its messages.
+"""

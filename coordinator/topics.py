@@ -82,7 +82,7 @@ _MAX_BUCKETS = 10_000  # client hosts with an auto-creation bucket; full buckets
 
 class TopicRegistry:
     """Topic name -> ``Topic``. ``generation`` changes whenever a topic is created or grows, and ``on_change``
-    listeners hear of each such topic (``coordinator.api.metadata`` caches encoded entries and drops them there)."""
+    listeners hear of each such topic (``servers.kafka.metadata`` caches encoded entries and drops them there)."""
 
     def __init__(
         self,
@@ -107,7 +107,7 @@ class TopicRegistry:
 
     @classmethod
     def from_settings(cls, settings: Any) -> TopicRegistry:
-        """From ``coordinator.settings.TopicSettings`` (auto-creation, its limits, and the initial topics)."""
+        """From ``daemon.settings.TopicSettings`` (auto-creation, its limits, and the initial topics)."""
         registry = cls(
             auto_create=settings.auto_create,
             default_partitions=settings.num_partitions,

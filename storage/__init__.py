@@ -12,8 +12,8 @@ Public interface::
 
 from .database import create_engine, database_url, migrate
 from .errors import StorageError
-from .log import DEFAULT_HISTORY_RETENTION_MS, SqlRecordLog, WriterStats
 from .queries import StorageQueries
+from .record_log import DEFAULT_HISTORY_RETENTION_MS, SqlRecordLog, WriterStats
 
 __all__ = [
     "DEFAULT_HISTORY_RETENTION_MS",

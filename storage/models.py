@@ -1,6 +1,6 @@
 """The SQL schema: typed models for the record log, the history tables and the current-state snapshot.
 
-Three kinds of tables, all written in the same transaction per batch (see ``storage.log``):
+Three kinds of tables, all written in the same transaction per batch (see ``storage.record_log``):
 
 * **Log tables** — one row per state record, append-only, in log order: ``group_metadata_log`` (with its members in
   ``generation_members`` and, for protocol type ``consumer``, the decoded assignment in ``assigned_partitions``),

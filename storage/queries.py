@@ -8,10 +8,10 @@ with the total before paging), and bounded: each call reads a position window of
 * ``latest_offsets`` — the current committed offsets of a group (the snapshot table).
 * ``committed_as_of`` — a group's committed offsets as they stood at a time (offset reset "to datetime").
 * ``group_records`` — a group's history and group-metadata records rebuilt in log order (for callers that fold
-  records themselves, e.g. ``coordinator.http.history.assemble_rebalances``).
+  records themselves, e.g. ``servers.http.history.assemble_rebalances``).
 
 History older than the retention is pruned (see ``SqlRecordLog.prune_history``); these APIs see what is left.
-Field names follow ``coordinator.http.models`` so the HTTP layer can convert one to one.
+Field names follow ``servers.http.models`` so the HTTP layer can convert one to one.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import Select, Table, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from coordinator.core.records import (
+from coordinator.records import (
     GroupMetadataRecord,
     GroupRemovalCause,
     GroupStabilized,

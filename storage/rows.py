@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.core.records import (
+from coordinator.records import (
     GroupMetadataRecord,
     GroupStabilized,
     GroupTombstone,

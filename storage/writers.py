@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from coordinator.core.records import Record
+from coordinator.records import Record
 
 from . import models as m
 from .errors import StorageError

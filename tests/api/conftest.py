@@ -7,16 +7,16 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
-from coordinator.api import HANDLERS, Node, RequestContext, Services
-from coordinator.api.build import build
-from coordinator.core.clock import ManualClock, ManualTimer
-from coordinator.core.config import GroupConfig
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.log import MemoryLog
+from coordinator.clock import ManualClock, ManualTimer
+from coordinator.config import GroupConfig
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.record_log import MemoryLog
 from coordinator.topics import TopicRegistry
 from protocol.apis import SUPPORTED_VERSIONS
 from protocol.codec import decode_response_frame, encode_response
 from protocol.headers import RequestHeader
+from servers.kafka import HANDLERS, Node, RequestContext, Services
+from servers.kafka.build import build
 
 
 class Harness:

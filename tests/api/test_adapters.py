@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from coordinator.api.membership import join_request
-from coordinator.api.offsets import _fetched_topics
-from coordinator.core import messages as m
+from coordinator import messages as m
 from coordinator.topics import topic_id_for
 from protocol.codec import decode_response_frame
 from protocol.errors import ErrorCode
+from servers.kafka.membership import join_request
+from servers.kafka.offsets import _fetched_topics
 
 from .conftest import Harness
 
@@ -41,8 +41,8 @@ def join_fields(**extra: Any) -> dict[str, Any]:
 def test_join_v0_rebalance_timeout_is_the_session_timeout(h: Harness) -> None:
     from kio.index import load_request_schema
 
-    from coordinator.api import RequestContext
-    from coordinator.api.build import build
+    from servers.kafka import RequestContext
+    from servers.kafka.build import build
 
     ctx = RequestContext(11, 0, 1, "client-a", "/1.2.3.4")
     body = build(load_request_schema(11, 0), join_fields())
@@ -57,8 +57,8 @@ def test_join_v0_rebalance_timeout_is_the_session_timeout(h: Harness) -> None:
 def test_join_request_carries_every_field_its_version_has(version: int) -> None:
     from kio.index import load_request_schema
 
-    from coordinator.api import RequestContext
-    from coordinator.api.build import build
+    from servers.kafka import RequestContext
+    from servers.kafka.build import build
 
     ctx = RequestContext(11, version, 1, "client-a", "/1.2.3.4")
     fields = join_fields(
@@ -88,9 +88,9 @@ def test_join_request_carries_every_field_its_version_has(version: int) -> None:
 def test_sync_request_carries_every_field_its_version_has(version: int) -> None:
     from kio.index import load_request_schema
 
-    from coordinator.api import RequestContext
-    from coordinator.api.build import build
-    from coordinator.api.membership import sync_request
+    from servers.kafka import RequestContext
+    from servers.kafka.build import build
+    from servers.kafka.membership import sync_request
 
     ctx = RequestContext(14, version, 1, "client-a", "/1.2.3.4")
     fields: dict[str, Any] = {

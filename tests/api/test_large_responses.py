@@ -1,4 +1,4 @@
-"""Metadata answers encoded by hand (coordinator.api.metadata): the same bytes as kio's for every version, caches
+"""Metadata answers encoded by hand (servers.kafka.metadata): the same bytes as kio's for every version, caches
 dropped when a topic is created or grows, big answers built in slices that yield to the loop; topic id rules
 (KafkaApis.handleTopicMetadataRequest) and the auto-creation limits (coordinator.topics.AutoCreateLimits)."""
 
@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 
-from coordinator.api import HANDLERS, Node, RequestContext, Services
-from coordinator.api import metadata as md
-from coordinator.api.build import build
 from coordinator.topics import AutoCreateLimits, TopicRegistry, topic_id_for
 from protocol.codec import decode_response_frame, encode_response
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
+from servers.kafka import HANDLERS, Node, RequestContext, Services
+from servers.kafka import metadata as md
+from servers.kafka.build import build
 
 from .conftest import Harness
 
@@ -291,7 +291,7 @@ async def crowd(h: Harness) -> Harness:
 async def test_list_and_describe_groups_in_slices_are_kio_bytes(
     crowd: Harness, version: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from coordinator.api import sliced
+    from servers.kafka import sliced
 
     list_fields: dict[str, Any] = {"states_filter": ()} if version >= 4 else {}
     ids = ("joined", *(f"g{i}" for i in range(7)), "absent", "joined")
@@ -324,8 +324,8 @@ async def test_list_and_describe_groups_in_slices_are_kio_bytes(
 
 
 def test_auto_creation_settings_and_metrics() -> None:
-    from coordinator.metrics import Metrics
-    from coordinator.settings import Settings
+    from daemon.settings import Settings
+    from runtime.metrics import Metrics
 
     settings = Settings(
         topics={"auto_create_max_per_request": 2, "auto_create_per_second": 0.5, "auto_create_burst": 4,
@@ -356,7 +356,7 @@ def test_auto_creation_settings_and_metrics() -> None:
 async def test_find_coordinator_with_many_keys_in_slices_is_kio_bytes(
     h: Harness, version: int, key_type: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from coordinator.api import sliced
+    from servers.kafka import sliced
 
     ctx = RequestContext(10, version, 3, "cid", "/10.0.0.1")
     body = build(

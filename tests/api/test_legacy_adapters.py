@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from coordinator.api import HANDLERS, RequestContext
-from coordinator.api import offsets as offsets_api
-from coordinator.api.build import build
-from coordinator.core import messages as m
+from coordinator import messages as m
 from protocol.codec import decode_response_frame, encode_response, request_class
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
+from servers.kafka import HANDLERS, RequestContext
+from servers.kafka import offsets as offsets_api
+from servers.kafka.build import build
 
 from .conftest import Harness
 

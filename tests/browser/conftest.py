@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.http import HttpServer, start_http
+from servers.http import HttpServer, start_http
 from tests.chromium import ensure_chromium
 from tests.http.world import Consumer, World, make_world
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from coordinator.http import HttpServer
+from servers.http import HttpServer
 from tests.http.world import World
 
 from .conftest import run_chromium

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator.core.deferred import Deferred
-from coordinator.core.group import GroupState
-from coordinator.core.messages import JoinGroupResult, SyncGroupResult
+from coordinator.deferred import Deferred
+from coordinator.group import GroupState
+from coordinator.messages import JoinGroupResult, SyncGroupResult
 from protocol.errors import ErrorCode
 from tests.core.conftest import Env, heartbeat, join, sync
 

@@ -29,13 +29,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from coordinator.core.clock import ManualClock, ManualTimer
-from coordinator.core.config import GroupConfig
-from coordinator.core.deferred import Deferred
-from coordinator.core.group import ClassicGroup, GroupState
-from coordinator.core.groups import GroupManager
-from coordinator.core.log import MemoryLog
-from coordinator.core.messages import (
+from coordinator.clock import ManualClock, ManualTimer
+from coordinator.config import GroupConfig
+from coordinator.deferred import Deferred
+from coordinator.group import ClassicGroup, GroupState
+from coordinator.groups import GroupManager
+from coordinator.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupResult,
@@ -45,7 +44,8 @@ from coordinator.core.messages import (
     SyncGroupRequest,
     SyncGroupResult,
 )
-from coordinator.core.records import Record
+from coordinator.record_log import MemoryLog
+from coordinator.records import Record
 from protocol.errors import ErrorCode
 
 DEFAULT_PROTOCOLS: tuple[tuple[str, bytes], ...] = (("range", b"range-meta"), ("roundrobin", b"rr-meta"))

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.group import GroupState
-from coordinator.core.messages import (
+from coordinator.group import GroupState
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import (
     DeleteGroupResult,
     DescribedGroup,
     DescribedMember,
     FetchedOffset,
     ListedGroup,
 )
-from coordinator.core.records import (
+from coordinator.records import (
     GroupRemovalCause,
     GroupTombstone,
     OffsetRemovalCause,

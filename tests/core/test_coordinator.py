@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import struct
 
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.group import GroupState
-from coordinator.core.messages import (
+from coordinator.group import GroupState
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import (
     FetchedOffset,
     HeartbeatRequest,
     LeaveGroupRequest,
@@ -19,9 +19,9 @@ from coordinator.core.messages import (
     OffsetCommitResult,
     OffsetFetchRequest,
 )
-from coordinator.core.rebalance import heartbeat_key
-from coordinator.core.retention import CLEANUP_TIMER_KEY
-from coordinator.core.sharding import partition_for
+from coordinator.rebalance import heartbeat_key
+from coordinator.retention import CLEANUP_TIMER_KEY
+from coordinator.sharding import partition_for
 from protocol.errors import ErrorCode
 from tests.core.conftest import Env, form_stable_group, join_new, join_request, make_env, sync_request
 

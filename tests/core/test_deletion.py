@@ -9,10 +9,10 @@ with manual commit, on the manual clock.
 
 from __future__ import annotations
 
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.group import GroupState
-from coordinator.core.messages import DeleteGroupResult, FetchedOffset
-from coordinator.core.records import (
+from coordinator.group import GroupState
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import DeleteGroupResult, FetchedOffset
+from coordinator.records import (
     GroupMetadataRecord,
     GroupRemovalCause,
     GroupTombstone,

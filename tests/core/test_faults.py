@@ -11,9 +11,9 @@ import logging
 
 import pytest
 
-from coordinator.core.group import ClassicGroup, GroupState
-from coordinator.core.groups import GroupManager
-from coordinator.core.records import GroupMetadataRecord, GroupTombstone
+from coordinator.group import ClassicGroup, GroupState
+from coordinator.groups import GroupManager
+from coordinator.records import GroupMetadataRecord, GroupTombstone
 from protocol.errors import ErrorCode
 from tests.core.clients import Client, settle
 from tests.core.conftest import Env, form_stable_group, join, join_new, leave, make_env, sync, uuid_counter

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core.group import GroupState
+from coordinator.group import GroupState
 from protocol.errors import ErrorCode
 from tests.core.conftest import (
     Env,

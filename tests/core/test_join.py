@@ -7,14 +7,14 @@ import uuid
 
 import pytest
 
-from coordinator.core.clock import ManualClock, ManualTimer
-from coordinator.core.config import GroupConfig
-from coordinator.core.group import GroupState
-from coordinator.core.groups import GroupManager
-from coordinator.core.log import MemoryLog
-from coordinator.core.messages import JoinGroupMember
-from coordinator.core.rebalance import random_uuid
-from coordinator.core.records import (
+from coordinator.clock import ManualClock, ManualTimer
+from coordinator.config import GroupConfig
+from coordinator.group import GroupState
+from coordinator.groups import GroupManager
+from coordinator.messages import JoinGroupMember
+from coordinator.rebalance import random_uuid
+from coordinator.record_log import MemoryLog
+from coordinator.records import (
     GroupMetadataRecord,
     GroupStabilized,
     JoinPhaseCompleted,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator.core.group import GroupState
-from coordinator.core.messages import LeaveMember, LeaveMemberResult
-from coordinator.core.records import (
+from coordinator.group import GroupState
+from coordinator.messages import LeaveMember, LeaveMemberResult
+from coordinator.records import (
     GroupMetadataRecord,
     JoinPhaseCompleted,
     MemberRemoved,

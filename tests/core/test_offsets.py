@@ -11,11 +11,10 @@ from collections.abc import Iterable
 
 import pytest
 
-from coordinator.core.clock import ManualClock, ManualTimer
-from coordinator.core.config import GroupConfig
-from coordinator.core.group import ClassicGroup, GroupState, Member
-from coordinator.core.log import MemoryLog
-from coordinator.core.messages import (
+from coordinator.clock import ManualClock, ManualTimer
+from coordinator.config import GroupConfig
+from coordinator.group import ClassicGroup, GroupState, Member
+from coordinator.messages import (
     FetchedOffset,
     OffsetCommitPartition,
     OffsetCommitRequest,
@@ -24,8 +23,9 @@ from coordinator.core.messages import (
     OffsetFetchRequest,
     PartitionError,
 )
-from coordinator.core.offsets import OffsetAndMetadata, OffsetManager, utf16_length
-from coordinator.core.records import (
+from coordinator.offsets import OffsetAndMetadata, OffsetManager, utf16_length
+from coordinator.record_log import MemoryLog
+from coordinator.records import (
     GroupMetadataRecord,
     GroupTombstone,
     OffsetCommitRecord,

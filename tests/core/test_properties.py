@@ -23,11 +23,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.deferred import Deferred
-from coordinator.core.group import VALID_PREVIOUS_STATES, ClassicGroup, GroupState
-from coordinator.core.log import MemoryLog
-from coordinator.core.messages import (
+from coordinator.deferred import Deferred
+from coordinator.group import VALID_PREVIOUS_STATES, ClassicGroup, GroupState
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import (
     JoinGroupRequest,
     LeaveGroupRequest,
     LeaveMember,
@@ -35,7 +34,8 @@ from coordinator.core.messages import (
     OffsetCommitRequest,
     SyncGroupRequest,
 )
-from coordinator.core.records import GroupMetadataRecord, GroupTombstone
+from coordinator.record_log import MemoryLog
+from coordinator.records import GroupMetadataRecord, GroupTombstone
 from protocol.errors import ErrorCode
 from tests.core.clients import Client, is_settled, settle
 from tests.core.conftest import Env, heartbeat, make_env

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.group import GroupState
-from coordinator.core.messages import OffsetDeleteRequest
-from coordinator.core.records import (
+from coordinator.group import GroupState
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import OffsetDeleteRequest
+from coordinator.records import (
     GroupRemovalCause,
     GroupTombstone,
     OffsetCommitRecord,

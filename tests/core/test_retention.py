@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.group import GroupState
-from coordinator.core.messages import FetchedOffset
-from coordinator.core.records import (
+from coordinator.group import GroupState
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import FetchedOffset
+from coordinator.records import (
     GroupRemovalCause,
     GroupTombstone,
     OffsetRemovalCause,
     OffsetTombstone,
 )
-from coordinator.core.retention import CLEANUP_TIMER_KEY
+from coordinator.retention import CLEANUP_TIMER_KEY
 from protocol.errors import ErrorCode
 from tests.core.conftest import Env, form_stable_group, join_new, leave
 from tests.core.test_coordinator import commit, commit_request, fetch, make_coordinator, subscription

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core.sharding import java_abs, java_string_hash, partition_for
+from coordinator.sharding import java_abs, java_string_hash, partition_for
 
 VECTORS = [
     ("my-group", -1906497762, 12),

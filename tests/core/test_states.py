@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core.deferred import Deferred
-from coordinator.core.group import (
+from coordinator.deferred import Deferred
+from coordinator.group import (
     VALID_PREVIOUS_STATES,
     ClassicGroup,
     GroupState,
@@ -13,7 +13,7 @@ from coordinator.core.group import (
     Member,
     MemberValidationError,
 )
-from coordinator.core.messages import JoinGroupResult, SyncGroupResult
+from coordinator.messages import JoinGroupResult, SyncGroupResult
 from protocol.errors import ErrorCode
 
 S = GroupState

@@ -3,9 +3,9 @@ failure, rebalances it must still cause, absentees surviving join completion, op
 
 from __future__ import annotations
 
-from coordinator.core.group import GroupState
-from coordinator.core.messages import JoinGroupMember
-from coordinator.core.records import (
+from coordinator.group import GroupState
+from coordinator.messages import JoinGroupMember
+from coordinator.records import (
     GroupMetadataRecord,
     MemberJoined,
     MemberMetadata,

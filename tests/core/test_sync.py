@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.core.group import GroupState
-from coordinator.core.records import (
+from coordinator.group import GroupState
+from coordinator.records import (
     GroupMetadataRecord,
     GroupStabilized,
     MemberMetadata,

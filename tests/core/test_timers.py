@@ -3,8 +3,8 @@ and re-validation of stale timers (§5.7)."""
 
 from __future__ import annotations
 
-from coordinator.core.group import GroupState
-from coordinator.core.records import (
+from coordinator.group import GroupState
+from coordinator.records import (
     GroupMetadataRecord,
     JoinPhaseCompleted,
     MemberRemoved,

@@ -5,7 +5,7 @@ A script, not a test (timings belong in benchmarks). Typical use, on the databas
     python -m benchmarks.bench_load --data-dir /tmp/kgc-bench --keep
     python -m tests.durability.startup_time --data-dir /tmp/kgc-bench [--runs 3] [--storage-url URL]
 
-Each run starts ``python -m coordinator serve`` on free ports, polls every 10 ms, records both times, then stops the
+Each run starts ``python -m daemon serve`` on free ports, polls every 10 ms, records both times, then stops the
 daemon with SIGTERM (shutdown time is reported too). The database is only read at start-up, so runs are comparable.
 """
 

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Table, select
 
-from coordinator.core import records as r
-from coordinator.export import (
+from coordinator import records as r
+from daemon.export import (
     APPEND_TABLES,
     SNAPSHOT_TABLES,
     STATE_FILE,
@@ -240,7 +240,7 @@ def test_cli_export_of_a_sqlite_data_dir(tmp_path: Path) -> None:
 async def test_the_export_connection_cannot_write(database: Any, tmp_path: Path) -> None:
     from sqlalchemy import update
 
-    from coordinator.export import open_readonly
+    from daemon.export import open_readonly
 
     await _append(database, FIRST)
     url = source_url(None, database.sqlite_path.parent) if database.sqlite_path else database.url

@@ -6,8 +6,8 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from coordinator.core.messages import OffsetCommitPartition, OffsetCommitRequest
-from coordinator.core.records import (
+from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest
+from coordinator.records import (
     GroupTombstone,
     MemberRemoved,
     OffsetCommitRecord,

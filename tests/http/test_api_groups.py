@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient
 
-from coordinator.core.messages import JoinGroupRequest
+from coordinator.messages import JoinGroupRequest
 from protocol.errors import ErrorCode
 
 from .world import REBALANCE_MS, SESSION_MS, START_MS, Consumer, World
@@ -222,7 +222,7 @@ async def test_rebalance_in_progress_and_session_timeout(world: World, client: C
     a, b = Consumer("a"), Consumer("b")
     generation = world.form_group("g", [a, b])
     # only a heartbeats; b's session expires
-    from coordinator.core.messages import HeartbeatRequest
+    from coordinator.messages import HeartbeatRequest
 
     for _ in range(12):
         world.advance(1_000)
@@ -273,7 +273,7 @@ async def test_topics_list_register_grow_and_errors(world: World, client: Client
 async def test_health_and_readiness(world: World, client: Client) -> None:
     assert await get_json(client, "/healthz") == {"status": "ok"}
     assert await get_json(client, "/readyz") == {"ready": True, "detail": "loaded"}
-    from coordinator.http import ReadyState
+    from servers.http import ReadyState
 
     world.ready = ReadyState(False, "loading records: 10%")
     r = await client.get("/readyz")

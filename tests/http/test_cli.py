@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from coordinator.cli import add_groups_subcommands, cmd_client, parse_duration_ms
-from coordinator.http import HttpServer, start_http
+from daemon.cli import add_groups_subcommands, cmd_client, parse_duration_ms
+from servers.http import HttpServer, start_http
 
 from .conftest import TOKEN
 from .world import Consumer, World, make_world

@@ -8,9 +8,9 @@ import asyncio
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from coordinator.core.group import GroupState
-from coordinator.core.messages import OffsetCommitPartition, OffsetCommitRequest
-from coordinator.core.records import GroupTombstone
+from coordinator.group import GroupState
+from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest
+from coordinator.records import GroupTombstone
 
 from .world import Consumer, make_world
 

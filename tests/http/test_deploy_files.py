@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.__main__ import build_parser
-from coordinator.settings import Settings, load_settings
+from daemon.__main__ import build_parser
+from daemon.settings import Settings, load_settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

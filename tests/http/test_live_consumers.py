@@ -1,4 +1,4 @@
-"""The operator API of a running daemon (``coordinator.app.App`` + ``Operator`` wiring, one event loop) while real
+"""The operator API of a running daemon (``daemon.app.App`` + ``Operator`` wiring, one event loop) while real
 aiokafka consumers join, commit and leave: the API, the metrics and the CLI's view of real client bytes."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.app import App
-from coordinator.core.log import MemoryLog
-from coordinator.http import HttpServer, ReadyState, start_http
-from coordinator.http.wiring import Operator
-from coordinator.settings import load_settings
+from coordinator.record_log import MemoryLog
+from daemon.app import App
+from daemon.settings import load_settings
+from servers.http import HttpServer, ReadyState, start_http
+from servers.http.wiring import Operator
 
 pytestmark = pytest.mark.e2e
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.metrics import Metrics
 from protocol.errors import ErrorCode
+from runtime.metrics import Metrics
 
 from .world import Consumer, World, make_world
 
@@ -73,7 +73,7 @@ async def test_per_group_labels_can_be_switched_off() -> None:
 
 async def test_failed_commits_are_not_counted() -> None:
     world = make_world(auto_commit=False)
-    from coordinator.core.messages import OffsetCommitPartition, OffsetCommitRequest
+    from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest
 
     d = world.core.commit_offsets(OffsetCommitRequest("s", -1, "", None, [OffsetCommitPartition("orders", 0, 1)], 8))
     world.log.fail()
@@ -83,7 +83,7 @@ async def test_failed_commits_are_not_counted() -> None:
 
 
 async def test_metrics_endpoint_is_404_without_metrics(world: World) -> None:
-    from coordinator.http import create_http_app
+    from servers.http import create_http_app
 
     app = create_http_app(world.core)
     async with TestClient(TestServer(app)) as client:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from coordinator.http import create_http_app
-from coordinator.http.readiness import readiness_probe, sql_ping
+from servers.http import create_http_app
+from servers.http.readiness import readiness_probe, sql_ping
 from storage import create_engine
 
 from .world import make_world

@@ -14,7 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from coordinator.http import start_http
+from servers.http import start_http
 
 from .conftest import TOKEN
 from .world import Consumer, make_world
@@ -22,7 +22,7 @@ from .world import Consumer, make_world
 WORLD = make_world(token=TOKEN)
 WORLD.form_group("stable-g", [Consumer("c1", "inst-1"), Consumer("c2")])
 WORLD.commit("simple-g", {("orders", 0): 5, ("payments", 1): 9})
-schema = schemathesis.openapi.from_dict(WORLD.app[__import__("coordinator.http.keys").http.keys.OPENAPI])
+schema = schemathesis.openapi.from_dict(WORLD.app[__import__("servers.http.keys").http.keys.OPENAPI])
 
 
 @pytest.fixture(scope="module")

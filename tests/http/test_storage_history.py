@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from coordinator.core.messages import HeartbeatRequest
-from coordinator.http import create_http_app
-from coordinator.http.storage_history import StorageHistory
+from coordinator.messages import HeartbeatRequest
+from servers.http import create_http_app
+from servers.http.storage_history import StorageHistory
 from storage import SqlRecordLog, create_engine
 from storage.queries import StorageQueries
 

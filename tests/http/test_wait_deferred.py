@@ -1,5 +1,5 @@
-"""``coordinator.http.deps.wait_deferred``: the operator API awaits a core ``Deferred`` through the daemon's one
-bridge (``coordinator.runtime.deferred_to_future``) and adds a timeout (answered 503 by the routes)."""
+"""``servers.http.deps.wait_deferred``: the operator API awaits a core ``Deferred`` through the daemon's one
+bridge (``runtime.loop.deferred_to_future``) and adds a timeout (answered 503 by the routes)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from coordinator.core.deferred import Deferred
-from coordinator.http.deps import DeferredTimeout, wait_deferred
+from coordinator.deferred import Deferred
+from servers.http.deps import DeferredTimeout, wait_deferred
 
 
 async def test_a_resolved_deferred_is_returned_at_once() -> None:

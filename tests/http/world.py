@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from coordinator.core.clock import ManualClock, ManualTimer
-from coordinator.core.config import GroupConfig
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.deferred import Deferred
-from coordinator.core.group import GroupState
-from coordinator.core.log import MemoryLog
-from coordinator.core.messages import (
+from coordinator.clock import ManualClock, ManualTimer
+from coordinator.config import GroupConfig
+from coordinator.deferred import Deferred
+from coordinator.group import GroupState
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import (
     JoinGroupRequest,
     JoinGroupResult,
     LeaveGroupRequest,
@@ -28,10 +27,11 @@ from coordinator.core.messages import (
     OffsetCommitRequest,
     SyncGroupRequest,
 )
-from coordinator.http import MemoryHistory, ReadyState, TapLog, create_http_app
-from coordinator.metrics import Metrics, MetricsLog
+from coordinator.record_log import MemoryLog
 from coordinator.topics import TopicRegistry
 from protocol.errors import ErrorCode
+from runtime.metrics import Metrics, MetricsLog
+from servers.http import MemoryHistory, ReadyState, TapLog, create_http_app
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SESSION_MS = 10_000

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from coordinator.logs import ThrottleFilter
+from runtime.logging_setup import ThrottleFilter
 
 
 class Clock:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.api.build import build
 from protocol.codec import encode_response, heartbeat_response_frame, response_class
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
+from servers.kafka.build import build
 
 ERRORS = [
     ErrorCode.none,

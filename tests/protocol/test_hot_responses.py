@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from coordinator.api.build import build
 from protocol import hot_responses
 from protocol.codec import decode_response_frame, encode_response, response_class
 from protocol.errors import ErrorCode
@@ -20,6 +19,7 @@ from protocol.hot_responses import (
     offset_commit_response_frame,
     sync_group_response_frame,
 )
+from servers.kafka.build import build
 
 ERRORS = [int(e.value) for e in ErrorCode]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.app import App
-from coordinator.settings import load_settings
+from daemon.app import App
+from daemon.settings import load_settings
 
 
 class RunningApp:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from coordinator.app import App
-from coordinator.settings import load_settings
+from daemon.app import App
+from daemon.settings import load_settings
 
 
 async def test_topic_settings_and_metrics_are_wired() -> None:

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.app import App
-from coordinator.settings import load_settings
+from daemon.app import App
+from daemon.settings import load_settings
 from protocol.errors import ErrorCode
 
 from .conftest import RunningApp
@@ -332,7 +332,7 @@ def test_a_pipelining_connection_takes_turns_with_the_others(server: RunningApp)
 
 
 def test_connection_settings_take_kafka_names() -> None:
-    from coordinator.settings import SettingsError, parse_set_options
+    from daemon.settings import SettingsError, parse_set_options
 
     settings = load_settings(
         None,

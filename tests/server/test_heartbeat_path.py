@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from coordinator.api import RequestContext, Services
-from coordinator.api.membership import handle_heartbeat
-from coordinator.app import App
-from coordinator.core import messages as m
-from coordinator.server import HEARTBEAT_TIMING_SAMPLE, KafkaServer
-from coordinator.settings import load_settings
+from coordinator import messages as m
+from daemon.app import App
+from daemon.settings import load_settings
 from protocol.codec import decode_request, encode_response
 from protocol.errors import ErrorCode
+from servers.kafka import RequestContext, Services
+from servers.kafka.listener import HEARTBEAT_TIMING_SAMPLE, KafkaServer
+from servers.kafka.membership import handle_heartbeat
 
 from .wire import build_request, request_frame
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
-from coordinator.app import App
-from coordinator.server import LARGE_WRITE
-from coordinator.settings import load_settings
+from daemon.app import App
+from daemon.settings import load_settings
+from servers.kafka.listener import LARGE_WRITE
 
 from .conftest import RunningApp
 from .wire import WireClient, build_request, request_frame

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.app import App
-from coordinator.core import messages as m
-from coordinator.settings import load_settings
+from coordinator import messages as m
+from daemon.app import App
+from daemon.settings import load_settings
 from protocol.errors import ErrorCode
 
 from .conftest import RunningApp
@@ -148,8 +148,8 @@ async def test_heartbeat_errors_are_counted_exactly_and_the_sample_goes_on() -> 
     errors): each counted once under its own error, and one in HEARTBEAT_TIMING_SAMPLE timed."""
     import asyncio
 
-    from coordinator.server import HEARTBEAT_TIMING_SAMPLE
     from protocol.codec import decode_request
+    from servers.kafka.listener import HEARTBEAT_TIMING_SAMPLE
 
     from .wire import request_frame
 

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from coordinator.core.deferred import Deferred
-from coordinator.runtime import AsyncioTimer, deferred_to_future
+from coordinator.deferred import Deferred
+from runtime.loop import AsyncioTimer, deferred_to_future
 
 
 async def test_schedule_replaces_and_cancel_forgets() -> None:
@@ -52,7 +52,7 @@ async def test_failing_op_is_logged_and_the_loop_carries_on(caplog: pytest.LogCa
     def boom() -> None:
         raise RuntimeError("boom")
 
-    with caplog.at_level(logging.ERROR, logger="coordinator.runtime"):
+    with caplog.at_level(logging.ERROR, logger="runtime.loop"):
         timer.schedule("bad", 0, boom)
         timer.schedule("good", 5, done.set)
         await asyncio.wait_for(done.wait(), 2)
@@ -76,7 +76,7 @@ async def test_deferred_to_future() -> None:
 
 _TUNE_GC = """
 import gc, json, sys
-from coordinator.runtime import tune_gc
+from runtime.loop import tune_gc
 before = gc.get_threshold()
 tune_gc(int(sys.argv[1]))
 print(json.dumps({"before": before, "after": gc.get_threshold(), "frozen": gc.get_freeze_count()}))

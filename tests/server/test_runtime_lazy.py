@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.runtime import AsyncioTimer
+from runtime.loop import AsyncioTimer
 
 
 async def test_pushed_back_deadline_fires_later_with_the_new_op() -> None:

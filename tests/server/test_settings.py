@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.__main__ import build_parser, main, settings_from_args
-from coordinator.logs import JsonFormatter, LogfmtFormatter
-from coordinator.settings import SettingsError, load_settings, parse_set_options
 from coordinator.topics import TopicRegistry, parse_topic_spec, topic_id_for
+from daemon.__main__ import build_parser, main, settings_from_args
+from daemon.settings import SettingsError, load_settings, parse_set_options
+from runtime.logging_setup import JsonFormatter, LogfmtFormatter
 
 
 @pytest.fixture(autouse=True)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from coordinator.runtime import AsyncioTimer
 from protocol.errors import ErrorCode
+from runtime.loop import AsyncioTimer
 
 from .conftest import RunningApp
 from .wire import WireClient, build_request

@@ -26,7 +26,7 @@ def request_frame(body: Any, correlation_id: int, client_id: str = "wire-test") 
 
 
 def build_request(api_key: int, version: int, **fields: Any) -> Any:
-    from coordinator.api.build import build
+    from servers.kafka.build import build
 
     return build(load_request_schema(api_key, version), fields)
 

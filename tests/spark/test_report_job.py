@@ -25,9 +25,9 @@ from .history import M
 
 def _write_daemon_history(url: str, schema: str | None = None) -> None:
     """A consumer group's life through the daemon's record factories and SqlRecordLog."""
-    from coordinator.core import records as r
+    from coordinator import records as r
     from protocol.consumer_protocol import encode_assignment
-    from storage.log import SqlRecordLog
+    from storage.record_log import SqlRecordLog
 
     def member(mid: str, parts: list[int]) -> r.MemberMetadata:
         return r.MemberMetadata(

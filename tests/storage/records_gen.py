@@ -6,7 +6,7 @@ import random
 import struct
 from collections.abc import Iterable
 
-from coordinator.core.records import (
+from coordinator.records import (
     GroupMetadataRecord,
     GroupRemovalCause,
     GroupTombstone,

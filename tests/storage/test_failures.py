@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from coordinator.core.records import OffsetCommitRecord
+from coordinator.records import OffsetCommitRecord
 from protocol.errors import ErrorCode
 from storage import SqlRecordLog, StorageError, create_engine
 

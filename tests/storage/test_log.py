@@ -11,7 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import func, inspect, select, text
 
-from coordinator.core.records import (
+from coordinator.records import (
     GroupMetadataRecord,
     GroupRemovalCause,
     OffsetCommitRecord,

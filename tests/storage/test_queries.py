@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.core.records import (
+from coordinator.records import (
     GroupRemovalCause,
     GroupStabilized,
     JoinPhaseCompleted,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.core.records import GroupRemovalCause, OffsetRemovalCause, new_group_tombstone, new_offset_tombstone
+from coordinator.records import GroupRemovalCause, OffsetRemovalCause, new_group_tombstone, new_offset_tombstone
 from storage import models as m
 from storage.database import database_url
 from storage.rows import build_batch

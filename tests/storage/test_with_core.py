@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.core.clock import ManualClock, ManualTimer
-from coordinator.core.config import GroupConfig
-from coordinator.core.coordinator import GroupCoordinator
-from coordinator.core.messages import OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest
+from coordinator.clock import ManualClock, ManualTimer
+from coordinator.config import GroupConfig
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest, OffsetFetchRequest
 from protocol.errors import ErrorCode
 from storage import SqlRecordLog
 

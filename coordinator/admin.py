@@ -1,0 +1,157 @@
+"""Group administration: ListGroups, DescribeGroups and DeleteGroups (Kafka's classic-group admin semantics).
+
+ListGroups and DescribeGroups only read. DeleteGroups validates each group (only an Empty group can be deleted) and
+appends an offset tombstone for every committed or in-flight offset plus a group tombstone, through
+``coordinator.deletion``: the group goes from memory at once (a JoinGroup that comes later creates a new
+group), its offsets once the tombstones are durable, and a failed write restores the group. The reply waits for
+the write.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from protocol.errors import ErrorCode
+
+from .clock import Clock
+from .deferred import Deferred, resolved
+from .deletion import append_deletion
+from .group import ClassicGroup, GroupState, Member
+from .messages import DeleteGroupResult, DescribedGroup, DescribedMember, ListedGroup
+from .offsets import GroupDirectory, OffsetManager, map_append_error
+from .record_log import RecordLog
+from .records import GroupRemovalCause, OffsetRemovalCause, Record, new_group_tombstone, new_offset_tombstone
+
+log = logging.getLogger(__name__)
+
+CLASSIC_GROUP_TYPE = "classic"
+DEAD_STATE = GroupState.DEAD.display
+
+
+class GroupAdmin:
+    def __init__(
+        self,
+        clock: Clock,
+        log: RecordLog,
+        groups: GroupDirectory,
+        offsets: OffsetManager,
+    ) -> None:
+        self._clock = clock
+        self._log = log
+        self._groups = groups
+        self._offsets = offsets
+
+    # -------------------------------------------------------------------------------------------------- ListGroups
+    def list_groups(self, states_filter: list[str] | None, types_filter: list[str] | None) -> list[ListedGroup]:
+        """Every group, filtered. Empty/None filter = all; unknown state or type names match nothing."""
+        states = {s.strip().lower() for s in states_filter} if states_filter else None
+        # Kafka trims state names but not type names (GroupType.parse only lower-cases).
+        if types_filter and CLASSIC_GROUP_TYPE not in {t.lower() for t in types_filter}:
+            return []  # every group here is a classic group
+        listed = [
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.display, CLASSIC_GROUP_TYPE)
+            for g in self._groups.all_groups()
+            if states is None or g.state.lower in states
+        ]
+        listed.sort(key=lambda g: g.group_id)
+        return listed
+
+    # ---------------------------------------------------------------------------------------------- DescribeGroups
+    def describe_groups(self, group_ids: list[str | None]) -> list[DescribedGroup]:
+        return [self._describe(group_id) for group_id in group_ids]
+
+    def _describe(self, group_id: str | None) -> DescribedGroup:
+        if group_id is None:
+            return DescribedGroup("", ErrorCode.invalid_group_id, "")
+        group = self._groups.group(group_id)
+        if group is None:
+            return DescribedGroup(group_id, ErrorCode.none, DEAD_STATE)
+        if group.state is GroupState.STABLE and group.protocol_name is not None:
+            protocol = group.protocol_name
+            return DescribedGroup(
+                group_id,
+                ErrorCode.none,
+                group.state.display,
+                group.protocol_type or "",
+                protocol,
+                [_described_member(m, protocol) for m in group.members.values()],
+            )
+        return DescribedGroup(
+            group_id,
+            ErrorCode.none,
+            group.state.display,
+            group.protocol_type or "",
+            "",
+            [_described_member(m, None) for m in group.members.values()],
+        )
+
+    # ------------------------------------------------------------------------------------------------ DeleteGroups
+    def delete_groups(self, group_ids: list[str | None]) -> Deferred[list[DeleteGroupResult]]:
+        """Per group: None -> INVALID_GROUP_ID; absent/Dead -> GROUP_ID_NOT_FOUND; not Empty -> NON_EMPTY_GROUP;
+        Empty -> deleted. Duplicate ids are answered once. Resolved when the tombstones are durable."""
+        now = self._clock.now_ms()
+        results: list[DeleteGroupResult] = []
+        records: list[Record] = []
+        deleted: set[str] = set()
+        seen: set[str | None] = set()
+        for group_id in group_ids:
+            if group_id in seen:
+                continue
+            seen.add(group_id)
+            if group_id is None:
+                results.append(DeleteGroupResult("", ErrorCode.invalid_group_id))
+                continue
+            group = self._groups.group(group_id)
+            error = _validate_delete(group)
+            results.append(DeleteGroupResult(group_id, error))
+            if error is ErrorCode.none:
+                deleted.add(group_id)
+                records.extend(_offset_tombstones(self._offsets, group_id, now, OffsetRemovalCause.GROUP_DELETED))
+                records.append(new_group_tombstone(group_id, cause=GroupRemovalCause.DELETED, now_ms=now))
+        if not records:
+            return resolved(results)
+
+        reply: Deferred[list[DeleteGroupResult]] = Deferred()
+
+        def on_done(err: ErrorCode | None) -> None:
+            if err is None:
+                reply.resolve(results)
+            else:
+                log.warning(
+                    "delete of groups %s failed: %s",
+                    sorted(deleted),
+                    err.name,
+                    extra={"throttle": ("write-failed", "delete groups")},
+                )
+                mapped = map_append_error(err)
+                reply.resolve([DeleteGroupResult(r.group_id, mapped) if r.group_id in deleted else r for r in results])
+
+        append_deletion(self._log, self._groups, self._offsets, records, on_done)
+        return reply
+
+
+def _validate_delete(group: ClassicGroup | None) -> ErrorCode:
+    if group is None or group.state is GroupState.DEAD:
+        return ErrorCode.group_id_not_found
+    if group.state is not GroupState.EMPTY:
+        return ErrorCode.non_empty_group
+    return ErrorCode.none
+
+
+def _offset_tombstones(offsets: OffsetManager, group_id: str, now_ms: int, cause: OffsetRemovalCause) -> list[Record]:
+    """Offset tombstones for every durable and every in-flight offset of the group (in-flight ones are appended
+    before these, so the tombstone wins on replay exactly as it does live)."""
+    keys = set(offsets.committed(group_id).keys())
+    keys.update(offsets.pending(group_id))
+    return [new_offset_tombstone(group_id, t, p, cause=cause, now_ms=now_ms) for t, p in sorted(keys)]
+
+
+def _described_member(m: Member, protocol: str | None) -> DescribedMember:
+    """Metadata (the selected protocol's) only in Stable; the assignment always."""
+    metadata = b""
+    if protocol is not None:
+        try:
+            metadata = m.metadata(protocol)
+        except KeyError:
+            metadata = b""
+    return DescribedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, metadata, m.assignment)

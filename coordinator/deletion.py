@@ -1,0 +1,53 @@
+"""Appending a deletion (DeleteGroups, the operator API's DELETE, retention expiry) and applying it to memory.
+
+A deletion's records change memory the way every other record of their family does:
+
+* **Group tombstones apply at once**, like every group change (``GroupManager.remove_group``). A request that
+  arrives after the deletion therefore sees the group id as unknown: a JoinGroup creates a new, empty group, and
+  its records are appended after the tombstone, so the log replays to the new group as memory holds it. (Before,
+  the group stayed until the tombstone was durable: a JoinGroup in between moved it to PreparingRebalance, and the
+  tombstone then dropped the group under the joiner.) Kafka's runtime does the same: it replays a write's records
+  into its state at once and reverts them if the write fails.
+* **Offset tombstones apply once durable**, like every offset change (``OffsetManager.replay``), so OffsetFetch is
+  never ahead of the log. The group's in-flight commits are detached at once: they precede the tombstones in the
+  log, and on completion they store their offset without re-creating the group (``OffsetManager``).
+* **A failed write** undoes the group removals (``GroupManager.finish_removal`` replays each removed group's state,
+  unless a later request created a new group under its id) and never applied the offset tombstones, so memory
+  again matches the log. Whoever appended the deletion is told the error (``then``), as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from protocol.errors import ErrorCode
+
+from .offsets import GroupDirectory, OffsetManager
+from .record_log import OnDone, RecordLog
+from .records import GroupMetadataRecord, GroupTombstone, OffsetTombstone, Record
+
+
+def append_deletion(
+    log: RecordLog, groups: GroupDirectory, offsets: OffsetManager, records: Sequence[Record], then: OnDone
+) -> None:
+    """Remove the groups of ``records``' group tombstones now, append ``records``, and once they are durable replay
+    their offset tombstones; on a failed write restore the removed groups. ``then`` is called after either."""
+    removed: list[GroupMetadataRecord] = []
+    for record in records:
+        if isinstance(record, GroupTombstone):
+            offsets.detach_inflight(record.group_id)
+            state = groups.remove_group(record.group_id)
+            if state is not None:
+                removed.append(state)
+
+    def written(error: ErrorCode | None) -> None:
+        if error is None:
+            for record in records:
+                if isinstance(record, OffsetTombstone):
+                    offsets.replay(record)
+        for state in removed:
+            groups.finish_removal(state, written=error is None)
+        then(error)
+
+    # Last: the log may call ``written`` before ``append`` returns, and the removals must precede it.
+    log.append(records, written)

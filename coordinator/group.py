@@ -1,0 +1,462 @@
+"""The classic group and its members: data, the five-state table and the predicates Kafka's coordinator uses.
+
+This module holds no request logic (see ``coordinator.groups`` for the state machine handlers). Every state
+change goes through ``ClassicGroup.transition_to``, which checks the transition table below and stamps the time.
+
+States, with how each request is answered ("action") and where the group can go ("transition"):
+
+* ``EMPTY`` - no members; lingers while offsets exist; also the state of "simple" groups (offsets only).
+  action: JoinGroup from a new member starts the initial (delayed) rebalance; existing-member Join/Sync/Heartbeat
+  get UNKNOWN_MEMBER_ID; admin commits (generation -1) are accepted.
+  transition: PreparingRebalance on the first join; deleted by DeleteGroups or the retention cleanup.
+* ``PREPARING_REBALANCE`` - join phase: JoinGroups are parked until everyone rejoined or the timer fired.
+  action: Heartbeat -> REBALANCE_IN_PROGRESS; SyncGroup -> REBALANCE_IN_PROGRESS; member commits accepted.
+  transition: CompletingRebalance (>= 1 member) or Empty (0 members), generation + 1 either way.
+* ``COMPLETING_REBALANCE`` - sync phase: waiting for the leader's assignment (a.k.a. AwaitingSync).
+  action: Heartbeat -> NONE; SyncGroup parked; member commits -> REBALANCE_IN_PROGRESS.
+  transition: Stable once the leader's assignment is durable; PreparingRebalance on any membership change.
+* ``STABLE`` - assignment persisted and handed out.
+  action: Heartbeat -> NONE; SyncGroup answered at once; unchanged follower JoinGroup answered at once.
+  transition: PreparingRebalance on leader rejoin, metadata change, new member, leave, expiry.
+* ``DEAD`` - terminal (unloaded); Join/Sync/Heartbeat/Leave/Commit -> COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from protocol.consumer_protocol import subscription_topics
+from protocol.errors import ErrorCode
+
+from .deferred import Deferred
+from .messages import JoinGroupMember, JoinGroupResult, SyncGroupResult
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+def _distinct_names(protocols: list[tuple[str, bytes]]) -> dict[str, None]:
+    """A member's protocol names, each once, in preference order.
+
+    Kafka keys a member's protocols by name (``mapKey`` in JoinGroupRequest.json) and its support checks, the vote
+    and ``metadata`` all see a name once (the first entry wins). Counting a name listed twice as two supporters
+    made ``supported_protocols`` exceed the member count, so no protocol was ever a candidate: the join phase
+    raised and the group stayed in PreparingRebalance for good (issue #15). Kafka 3.9 counts every entry
+    (ClassicGroup.incrementSupportedProtocols) and so has the same flaw; we count each name once.
+    """
+    return dict.fromkeys(name for name, _ in protocols)
+
+
+class GroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    @property
+    def display(self) -> str:
+        return self.value
+
+    @property
+    def lower(self) -> str:
+        return self.value.lower()
+
+
+# target state -> states it may be entered from (ClassicGroupState)
+VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.DEAD: frozenset(
+        {
+            GroupState.STABLE,
+            GroupState.PREPARING_REBALANCE,
+            GroupState.COMPLETING_REBALANCE,
+            GroupState.EMPTY,
+            GroupState.DEAD,
+        }
+    ),
+}
+
+
+class IllegalStateTransition(RuntimeError):
+    """An internal error: the coordinator tried a transition the table forbids."""
+
+
+class MemberValidationError(Exception):
+    def __init__(self, error: ErrorCode) -> None:
+        super().__init__(error.name)
+        self.error = error
+
+
+@dataclass(slots=True, eq=False)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]  # ordered by preference
+    assignment: bytes = b""
+    join_reply: Deferred[JoinGroupResult] | None = None  # parked JoinGroup
+    sync_reply: Deferred[SyncGroupResult] | None = None  # parked SyncGroup
+    is_new: bool = True
+    joined_at_ms: int = 0
+    # Monotonic (Clock.monotonic_ms): the last heartbeat (shown to operators as the time since), when the session
+    # expires, and when the armed session timer fires. A heartbeat only moves the deadline; the armed timer re-arms
+    # for it when it fires. Only a deadline earlier than the armed timer (a heartbeat of a new member whose timer
+    # runs for the new-member join timeout) re-arms the timer at once.
+    last_heartbeat_monotonic_ms: int = 0
+    session_deadline_monotonic_ms: int = 0
+    session_timer_monotonic_ms: int = 0
+    # Session-timer plumbing, built once per member by the GroupManager so that a heartbeat allocates nothing:
+    # the timer key ``heartbeat-<group>-<member>`` and the expiry operation bound to this group and member id.
+    heartbeat_key: str = ""
+    expire_op: Callable[[], None] | None = None
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
+
+    @property
+    def is_awaiting_join(self) -> bool:
+        return self.join_reply is not None
+
+    @property
+    def is_awaiting_sync(self) -> bool:
+        return self.sync_reply is not None
+
+    def has_satisfied_heartbeat(self) -> bool:
+        """A parked member is alive by definition, except a new one (the 5-minute new-member timeout applies)."""
+        if self.is_new:
+            return False
+        return self.is_awaiting_join or self.is_awaiting_sync
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return self.protocols == protocols
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        raise KeyError(protocol)
+
+    def metadata_or_empty(self, protocol: str | None) -> bytes:
+        if protocol is None:
+            return b""
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+    def vote(self, candidates: set[str]) -> str:
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError(f"member {self.member_id} supports none of {sorted(candidates)}")
+
+
+@dataclass(slots=True, eq=False)
+class ClassicGroup:
+    group_id: str
+    created_ms: int
+    state: GroupState = GroupState.EMPTY
+    previous_state: GroupState = GroupState.DEAD
+    state_timestamp_ms: int = -1
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)  # insertion ordered: deterministic re-election
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+    pending_join_members: set[str] = field(default_factory=set)
+    num_members_awaiting_join: int = 0
+    supported_protocols: Counter[str] = field(default_factory=Counter)
+    pending_sync_members: set[str] = field(default_factory=set)
+    subscribed_topics: frozenset[str] | None = None
+    new_member_added: bool = False
+    # history bookkeeping (not part of Kafka's state)
+    rebalance_started_ms: int | None = None
+    join_completed_ms: int | None = None
+    # The leader's latest SyncGroup assignment write of this generation: a repeated leader SyncGroup writes again,
+    # and only the completion of the latest write acts (log order: it is the one a reload sees).
+    assignment_write: object | None = None
+
+    def __post_init__(self) -> None:
+        if self.state_timestamp_ms < 0:
+            self.state_timestamp_ms = self.created_ms
+
+    # ---------------------------------------------------------------------------------------------- state table
+    def is_in(self, *states: GroupState) -> bool:
+        return self.state in states
+
+    def can_rebalance(self) -> bool:
+        return self.state in VALID_PREVIOUS_STATES[GroupState.PREPARING_REBALANCE]
+
+    def transition_to(self, target: GroupState, now_ms: int) -> None:
+        if self.state not in VALID_PREVIOUS_STATES[target]:
+            raise IllegalStateTransition(
+                f"group {self.group_id}: illegal transition {self.state.value} -> {target.value}"
+            )
+        self.previous_state = self.state
+        self.state = target
+        self.state_timestamp_ms = now_ms
+
+    # ------------------------------------------------------------------------------------------------- members
+    def has_member(self, member_id: str) -> bool:
+        return member_id in self.members
+
+    def is_pending_member(self, member_id: str) -> bool:
+        return member_id in self.pending_join_members
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id == member_id
+
+    def is_empty_of_members(self) -> bool:
+        return not self.members
+
+    def static_member_id(self, group_instance_id: str | None) -> str | None:
+        if group_instance_id is None:
+            return None
+        return self.static_members.get(group_instance_id)
+
+    def add(self, member: Member, join_reply: Deferred[JoinGroupResult] | None = None) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        for name in _distinct_names(member.protocols):
+            self.supported_protocols[name] += 1
+        if join_reply is not None:
+            member.join_reply = join_reply
+            self.num_members_awaiting_join += 1
+        self.pending_join_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> Member | None:
+        """Forget a member (or a pending MEMBER_ID_REQUIRED id). Parked replies are the caller's business."""
+        self.pending_join_members.discard(member_id)
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        for name in _distinct_names(member.protocols):
+            self.supported_protocols[name] -= 1
+            if self.supported_protocols[name] <= 0:
+                del self.supported_protocols[name]
+        if member.is_awaiting_join:
+            self.num_members_awaiting_join -= 1
+        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
+            del self.static_members[member.group_instance_id]
+        self.pending_sync_members.discard(member_id)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def update_member(
+        self,
+        member: Member,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        join_reply: Deferred[JoinGroupResult] | None,
+    ) -> None:
+        for name in _distinct_names(member.protocols):
+            self.supported_protocols[name] -= 1
+            if self.supported_protocols[name] <= 0:
+                del self.supported_protocols[name]
+        for name in _distinct_names(protocols):
+            self.supported_protocols[name] += 1
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        # A duplicate JoinGroup replaces the parked handle. Kafka never answers the earlier request; the
+        # GroupManager answers it (REBALANCE_IN_PROGRESS) before calling this so that no reply is left dangling.
+        if join_reply is not None and not member.is_awaiting_join:
+            self.num_members_awaiting_join += 1
+        elif join_reply is None and member.is_awaiting_join:
+            self.num_members_awaiting_join -= 1
+        member.join_reply = join_reply
+
+    def complete_join_reply(self, member: Member, result: JoinGroupResult) -> None:
+        reply = member.join_reply
+        if reply is None:
+            return
+        member.join_reply = None
+        self.num_members_awaiting_join -= 1
+        reply.resolve(result)
+
+    def complete_sync_reply(self, member: Member, result: SyncGroupResult) -> None:
+        reply = member.sync_reply
+        if reply is None:
+            return
+        member.sync_reply = None
+        reply.resolve(result)
+
+    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> Member:
+        """Kafka's replaceStaticMember: the same instance comes back under a new member id.
+
+        The old member's parked JoinGroup/SyncGroup are answered FENCED_INSTANCE_ID; the new member copies the old
+        one's identity, timeouts, protocols and assignment, takes over leadership and the instance mapping. The old
+        id's place in ``pending_sync_members`` goes to the new id (Kafka leaves the stale id there, which would make
+        the pending-sync timer rebalance a Stable group for a member that no longer exists).
+        """
+        old = self.members.pop(old_member_id, None)
+        if old is None:
+            raise KeyError(old_member_id)
+        if old.join_reply is not None:
+            self.num_members_awaiting_join -= 1
+            reply, old.join_reply = old.join_reply, None
+            reply.resolve(JoinGroupResult(error=ErrorCode.fenced_instance_id, member_id=old_member_id))
+        if old.sync_reply is not None:
+            sync, old.sync_reply = old.sync_reply, None
+            sync.resolve(SyncGroupResult(error=ErrorCode.fenced_instance_id))
+        new = Member(
+            member_id=new_member_id,
+            group_instance_id=old.group_instance_id,
+            client_id=old.client_id,
+            client_host=old.client_host,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            session_timeout_ms=old.session_timeout_ms,
+            protocol_type=old.protocol_type,
+            protocols=old.protocols,
+            assignment=old.assignment,
+            is_new=False,
+            joined_at_ms=old.joined_at_ms,
+            last_heartbeat_monotonic_ms=old.last_heartbeat_monotonic_ms,
+        )
+        self.members[new_member_id] = new
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        self.static_members[group_instance_id] = new_member_id
+        if old_member_id in self.pending_sync_members:
+            self.pending_sync_members.discard(old_member_id)
+            self.pending_sync_members.add(new_member_id)
+        return new
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: keep a leader that rejoined, else pick the first member that did."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.is_awaiting_join:
+            return True
+        for member in self.members.values():
+            if member.is_awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False
+
+    def init_next_generation(self, now_ms: int) -> None:
+        """Kafka's initNextGeneration: generation + 1, then CompletingRebalance (protocol selected) or Empty."""
+        self.generation_id += 1
+        if self.members:
+            self.protocol_name = self.select_protocol()
+            self.compute_subscribed_topics()
+            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+        else:
+            self.protocol_name = None
+            self.compute_subscribed_topics()
+            self.transition_to(GroupState.EMPTY, now_ms)
+        self.pending_sync_members.clear()
+
+    def current_members(self) -> list[JoinGroupMember]:
+        """The leader's member list: every member (static absentees too) with its selected-protocol metadata."""
+        protocol = self.protocol_name
+        return [
+            JoinGroupMember(m.member_id, m.group_instance_id, m.metadata_or_empty(protocol))
+            for m in self.members.values()
+        ]
+
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.num_members_awaiting_join and not self.pending_join_members
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def is_simple_group(self) -> bool:
+        return self.protocol_type is None and self.state is GroupState.EMPTY and not self.pending_join_members
+
+    def uses_consumer_protocol(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> Member:
+        """Kafka's validateMember: raises MemberValidationError(UNKNOWN_MEMBER_ID | FENCED_INSTANCE_ID)."""
+        if group_instance_id is not None:
+            existing = self.static_members.get(group_instance_id)
+            if existing is None:
+                raise MemberValidationError(ErrorCode.unknown_member_id)
+            if existing != member_id:
+                raise MemberValidationError(ErrorCode.fenced_instance_id)
+        member = self.members.get(member_id)
+        if member is None:
+            raise MemberValidationError(ErrorCode.unknown_member_id)
+        return member
+
+    # ---------------------------------------------------------------------------------------------- protocols
+    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
+        if not self.members:
+            return protocol_type != "" and len(names) > 0
+        n = len(self.members)
+        return protocol_type == self.protocol_type and any(self.supported_protocols.get(p, 0) == n for p in names)
+
+    def candidate_protocols(self) -> set[str]:
+        n = len(self.members)
+        return {p for p, count in self.supported_protocols.items() if count == n}
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred protocol that every member supports.
+
+        Ties (Kafka leaves them to HashMap order) are broken deterministically: the candidate the leader prefers
+        most among the tied ones, then the lowest name.
+        """
+        if not self.members:
+            raise IllegalStateTransition(f"group {self.group_id}: cannot select a protocol for an empty group")
+        candidates = self.candidate_protocols()
+        votes: Counter[str] = Counter(m.vote(candidates) for m in self.members.values())
+        best = max(votes.values())
+        tied = {p for p, c in votes.items() if c == best}
+        if len(tied) == 1:
+            return next(iter(tied))
+        leader = self.members.get(self.leader_id or "")
+        if leader is not None:
+            for name, _ in leader.protocols:
+                if name in tied:
+                    return name
+        return min(tied)
+
+    def compute_subscribed_topics(self) -> None:
+        """Topics of the selected protocol's subscriptions (consumer groups only), as Kafka computes them.
+
+        None means unknown (not a consumer group, no protocol yet, or an unparsable subscription).
+        """
+        if not self.uses_consumer_protocol():
+            self.subscribed_topics = None
+        elif not self.members:
+            self.subscribed_topics = frozenset()
+        elif self.protocol_name is None:
+            self.subscribed_topics = None
+        else:
+            topics: set[str] = set()
+            try:
+                for m in self.members.values():
+                    topics.update(subscription_topics(m.metadata(self.protocol_name)))
+            except (ValueError, KeyError):
+                self.subscribed_topics = None
+                return
+            self.subscribed_topics = frozenset(topics)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        if self.subscribed_topics is not None:
+            return topic in self.subscribed_topics
+        return self.uses_consumer_protocol()

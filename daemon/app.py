@@ -1,0 +1,186 @@
+"""Wiring: settings -> record log -> core coordinator -> API services -> Kafka listener + operator HTTP API.
+
+``App.open(settings)`` opens the durable record log the settings name (SQLite under ``storage.data_dir`` by default,
+PostgreSQL with ``storage.url``, nothing durable with ``storage.url = "memory"``); ``App(settings, record_log=...)``
+takes a ready one (tests). ``start()`` serves ``/healthz`` first, loads state (replay, then ``on_loaded``), then opens
+the Kafka listener, so clients never see a half-loaded coordinator and ``/readyz`` tells when it is ready. ``stop()``
+stops accepting, closes connections, cancels timers and flushes the record log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.clock import Clock, SystemClock
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.record_log import MemoryLog, RecordLog
+from coordinator.topics import TopicRegistry
+from daemon.settings import Settings
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from runtime.loop import AsyncioTimer
+from runtime.metrics import Metrics
+from servers.http import HttpServer, start_http
+from servers.http.readiness import readiness_probe, sql_ping
+from servers.http.wiring import Operator
+from servers.kafka import Node, Services
+from servers.kafka.listener import KafkaServer
+
+log = logging.getLogger("daemon.app")
+
+MEMORY_STORAGE = "memory"
+
+
+class App:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        record_log: RecordLog | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.timer = AsyncioTimer()
+        self.metrics = metrics if metrics is not None else Metrics(per_group_labels=settings.http.per_group_metrics)
+        # The original log keeps load/close/queries; the core writes through the operator's taps (metrics, history).
+        self.record_log: RecordLog = record_log if record_log is not None else MemoryLog(auto_commit=True, keep=False)
+        self.operator = Operator.around(self.record_log, metrics=self.metrics)
+        self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.operator.log)
+        self.operator.watch(self.coordinator)
+        self.topics = TopicRegistry.from_settings(settings.topics)
+        self.metrics.watch_topics(self.topics)
+        k = settings.kafka
+        self.services = Services(
+            coordinator=self.coordinator,
+            topics=self.topics,
+            node=Node(k.node_id, k.advertised_host or k.host, k.advertised_port or k.port, k.cluster_id),
+            supported_versions=dict(SUPPORTED_VERSIONS),
+            max_fetch_wait_ms=k.max_fetch_wait_ms,
+            observe_request=self.metrics.observe_request,
+        )
+        self.server = KafkaServer(
+            self.services,
+            host=k.host,
+            port=k.port,
+            max_frame_size=k.max_frame_size,
+            max_inflight=k.max_inflight,
+            queued_max_request_bytes=k.queued_max_request_bytes,
+            connections_max_idle_ms=k.connections_max_idle_ms,
+            max_connections=k.max_connections,
+            max_connections_per_ip=k.max_connections_per_ip,
+            max_connections_per_ip_overrides=k.max_connections_per_ip_overrides,
+        )
+        server = self.server
+        self.metrics.count_untimed_requests(int(ApiKey.HEARTBEAT), lambda: server.untimed_heartbeats)
+        self.metrics.watch_connections(server.stats)
+        self.loaded = False
+        self.http: HttpServer | None = None
+        self._background: list[asyncio.Task[Any]] = []
+
+    @classmethod
+    async def open(cls, settings: Settings, *, clock: Clock | None = None) -> App:
+        """An App on the record log the settings name. Raises ``storage.StorageError`` if the database is unusable."""
+        metrics = Metrics(per_group_labels=settings.http.per_group_metrics)
+        s = settings.storage
+        if s.url == MEMORY_STORAGE:
+            return cls(settings, clock=clock, metrics=metrics)
+        from storage.record_log import SqlRecordLog  # storage is optional for in-memory runs
+
+        # exclusive: one daemon per SQLite database, which must be writable (storage.lock), checked before the
+        # Kafka listener opens; a refusal is a StorageError naming the other daemon or the unwritable file.
+        record_log = await SqlRecordLog.open(
+            s.url, data_dir=s.data_dir, on_batch=metrics.observe_storage_write, exclusive=True
+        )
+        return cls(settings, record_log=record_log, clock=clock, metrics=metrics)
+
+    @property
+    def port(self) -> int:
+        return self.server.bound_port
+
+    @property
+    def http_port(self) -> int | None:
+        return self.http.port if self.http is not None else None
+
+    async def start(self) -> None:
+        if self.settings.http.listen:
+            engine = getattr(self.record_log, "engine", None)
+            probe = readiness_probe(
+                lambda: self.loaded,
+                sql_ping(engine) if engine is not None else None,
+                writes=getattr(self.record_log, "check_writes", None),  # SqlRecordLog: failing writes
+            )
+            token = self.settings.http.token
+            http_app = self.operator.http_app(
+                self.coordinator,
+                clock=self.clock,
+                topics=self.topics,
+                readiness=probe,
+                token=token.get_secret_value() if token is not None else None,
+            )
+            self.http = await start_http(
+                http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes
+            )
+        # Durable logs (SqlRecordLog) return the stored state records; replay them before anything runs.
+        load = getattr(self.record_log, "load", None)
+        replayed = 0
+        if load is not None:
+            records = load()
+            if inspect.isawaitable(records):
+                records = await records
+            for record in records or ():
+                self.coordinator.replay(record)
+                replayed += 1
+        self.coordinator.on_loaded()
+        self.loaded = True
+        self._start_history_pruning()
+        await self.server.start()
+        k = self.settings.kafka
+        host, port = k.advertised(self.server.bound_port)
+        self.services.node = Node(k.node_id, host, port, k.cluster_id)
+        log.info(
+            "coordinator ready node_id=%d advertised=%s:%d http=%s topics=%d replayed=%d storage=%s",
+            k.node_id, host, port, self.settings.http.listen or "off", len(self.topics), replayed,
+            type(self.record_log).__name__,
+        )  # fmt: skip
+
+    def _start_history_pruning(self) -> None:
+        run = getattr(self.record_log, "run_history_pruning", None)
+        if run is None:
+            return
+        s = self.settings.storage
+        retention_ms = int(s.history_retention_days * 86_400_000)
+        self._background.append(asyncio.get_running_loop().create_task(run(retention_ms, s.history_prune_interval_s)))
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        self.timer.cancel_all()
+        for task in self._background:
+            task.cancel()
+        for task in self._background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._background.clear()
+        if self.http is not None:
+            await self.http.stop()
+            self.http = None
+        close = getattr(self.record_log, "close", None)
+        if close is not None:
+            result: Any = close()
+            if inspect.isawaitable(result):
+                await result
+        log.info("coordinator stopped")
+
+    async def run_until(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:
+        await self.start()
+        if on_ready is not None:
+            on_ready()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()

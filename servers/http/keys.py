@@ -1,0 +1,23 @@
+"""Typed application keys: everything the handlers read from ``request.app``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from coordinator.clock import Clock
+from runtime.metrics import Metrics
+
+from .deps import CoreFacade, ReadinessProbe, TopicRegistry
+from .history import HistorySource
+
+CORE = web.AppKey("core", CoreFacade)
+CLOCK = web.AppKey("clock", Clock)
+TOPICS = web.AppKey("topics", TopicRegistry)
+HISTORY = web.AppKey("history", HistorySource)
+METRICS = web.AppKey("metrics", Metrics)
+READINESS: web.AppKey[ReadinessProbe] = web.AppKey("readiness")
+TOKEN = web.AppKey("token", str)  # "" = no token: mutating endpoints are open
+OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi")
+DEFERRED_TIMEOUT_S = web.AppKey("deferred_timeout_s", float)

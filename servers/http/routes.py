@@ -1,0 +1,465 @@
+"""The operator API's handlers and its endpoint table (the OpenAPI document is generated from the table).
+
+Handlers read the live core on the event loop that runs it (the core is single-threaded; so is this). Actions go
+through the core so they are validated, durable and recorded like any client request: deleting a group writes its
+tombstone (cause ``deleted``), removing a static member writes ``MemberRemoved(cause=admin)`` and a rebalance with
+cause ``admin_action``, resetting offsets is an admin OffsetCommit (generation -1, no member id) in the commit log.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import typing
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from coordinator.group import ClassicGroup, GroupState, Member
+from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest
+from protocol.consumer_protocol import assignment_partitions, subscription_topics
+from protocol.errors import ErrorCode
+from runtime.metrics import CONTENT_TYPE_LATEST
+
+from . import keys
+from .deps import DeferredTimeout, wait_deferred
+from .history import HistoryUnavailable
+from .models import (
+    OFFSET_RESET_REQUEST,
+    CommitLog,
+    CommittedOffset,
+    DeletedGroup,
+    ErrorBody,
+    GroupDetail,
+    GroupList,
+    GroupOffsets,
+    GroupsQuery,
+    GroupStateName,
+    GroupSummary,
+    Health,
+    MemberView,
+    OffsetResetRequest,
+    OffsetResetResult,
+    Readiness,
+    RebalanceHistory,
+    RemovedMember,
+    ResetByDuration,
+    ResetStrategy,
+    ResetToDatetime,
+    TimeRangeQuery,
+    TopicCreate,
+    TopicList,
+    TopicView,
+)
+from .openapi import Endpoint
+from .reset import ResetError, plan_reset, select_partitions
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+ADMIN_REASON = "operator API"
+# Errors an action can get back from the core, as HTTP statuses.
+_ACTION_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.group_id_not_found: 404,
+    ErrorCode.unknown_member_id: 404,
+    ErrorCode.invalid_group_id: 400,
+    ErrorCode.non_empty_group: 409,
+    ErrorCode.rebalance_in_progress: 409,
+    ErrorCode.illegal_generation: 409,
+    ErrorCode.fenced_instance_id: 409,
+    ErrorCode.offset_metadata_too_large: 400,
+}
+
+
+# ------------------------------------------------------------------------------------------------------- helpers
+
+
+def json_error(status: int, message: str, details: list[dict[str, Any]] | None = None) -> web.HTTPException:
+    body = ErrorBody(error=message, status=status, details=details).model_dump_json(exclude_none=True)
+    exc = web.HTTPException(text=body, content_type="application/json")
+    exc.set_status(status)
+    return exc
+
+
+def respond(model: BaseModel, status: int = 200) -> web.Response:
+    return web.Response(text=model.model_dump_json(), status=status, content_type="application/json")
+
+
+def _validation_details(e: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"loc": [str(p) for p in err["loc"]], "msg": err["msg"], "type": err["type"]}
+        for err in e.errors(include_url=False, include_context=False, include_input=False)
+    ]
+
+
+def _is_list_field(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is list:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(typing.get_origin(a) is list for a in typing.get_args(annotation))
+    return False
+
+
+def parse_query(request: web.Request, model: type[M]) -> M:
+    raw: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if name not in request.query:
+            continue
+        if _is_list_field(info.annotation):
+            raw[name] = [v for value in request.query.getall(name) for v in value.split(",") if v]
+        else:
+            raw[name] = request.query[name]
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        raise json_error(400, "invalid query parameters", _validation_details(e)) from None
+
+
+async def parse_body(request: web.Request, model: type[M] | TypeAdapter[M]) -> M:
+    # Only JSON: a browser can send text/plain or form bodies cross-site without a CORS preflight, JSON it cannot.
+    if request.content_type != "application/json":
+        raise json_error(415, "the body must be JSON (Content-Type: application/json)")
+    raw = await request.read()
+    if not raw:
+        raise json_error(400, "a JSON body is required")
+    try:
+        if isinstance(model, TypeAdapter):
+            return model.validate_json(raw)
+        return model.model_validate_json(raw)
+    except ValidationError as e:
+        raise json_error(400, "invalid request body", _validation_details(e)) from None
+
+
+def epoch_ms(dt: datetime | None) -> int | None:
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)  # naive instants are UTC
+    return int(dt.timestamp() * 1000)
+
+
+async def read_history(awaitable: Awaitable[T]) -> T:
+    try:
+        return await awaitable
+    except HistoryUnavailable as e:
+        raise json_error(503, f"history unavailable: {e}") from None
+
+
+async def await_core(request: web.Request, d: Any, what: str) -> Any:
+    try:
+        return await wait_deferred(d, request.app[keys.DEFERRED_TIMEOUT_S])
+    except DeferredTimeout:
+        raise json_error(503, f"{what}: the storage did not answer in time") from None
+
+
+def _group(request: web.Request) -> tuple[str, ClassicGroup | None]:
+    gid = request.match_info["group"]
+    return gid, request.app[keys.CORE].groups.group(gid)
+
+
+def _state(group: ClassicGroup) -> GroupStateName:
+    return GroupStateName(group.state.value)
+
+
+# ------------------------------------------------------------------------------------------------------- groups
+
+
+async def list_groups(request: web.Request) -> web.Response:
+    q = parse_query(request, GroupsQuery)
+    states = set(q.state) if q.state else None
+    groups = []
+    for g in request.app[keys.CORE].groups.all_groups():
+        if states is not None and _state(g) not in states:
+            continue
+        if q.protocol_type is not None and (g.protocol_type or "") != q.protocol_type:
+            continue
+        groups.append(g)
+    groups.sort(key=lambda g: g.group_id)
+    page = groups[q.offset : q.offset + q.limit]
+    return respond(
+        GroupList(
+            groups=[
+                GroupSummary(
+                    group_id=g.group_id,
+                    state=_state(g),
+                    protocol_type=g.protocol_type or "",
+                    protocol=g.protocol_name,
+                    generation_id=g.generation_id,
+                    members=len(g.members),
+                )
+                for g in page
+            ],
+            total=len(groups),
+            limit=q.limit,
+            offset=q.offset,
+        )
+    )
+
+
+def member_view(group: ClassicGroup, m: Member, now_monotonic_ms: int) -> MemberView:
+    view = MemberView(
+        member_id=m.member_id,
+        group_instance_id=m.group_instance_id,
+        client_id=m.client_id,
+        client_host=m.client_host,
+        session_timeout_ms=m.session_timeout_ms,
+        rebalance_timeout_ms=m.rebalance_timeout_ms,
+        since_last_heartbeat_ms=max(0, now_monotonic_ms - m.last_heartbeat_monotonic_ms),
+        protocols=m.protocol_names(),
+    )
+    if group.uses_consumer_protocol():
+        # The selected protocol's metadata once there is one, else the member's preferred protocol's.
+        name = group.protocol_name if group.protocol_name is not None else (m.protocols[0][0] if m.protocols else None)
+        try:
+            if name is not None:
+                view.subscription = subscription_topics(m.metadata(name))
+            view.assignment = assignment_partitions(m.assignment)
+        except (ValueError, KeyError) as e:
+            view.decode_error = str(e) or type(e).__name__
+    return view
+
+
+async def get_group(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    if group is None:
+        raise json_error(404, f"unknown group {gid!r}")
+    now = request.app[keys.CLOCK].monotonic_ms()
+    return respond(
+        GroupDetail(
+            group_id=gid,
+            state=_state(group),
+            state_since_ms=group.state_timestamp_ms,
+            protocol_type=group.protocol_type or "",
+            protocol=group.protocol_name,
+            generation_id=group.generation_id,
+            leader=group.leader_id,
+            members=[member_view(group, m, now) for m in group.members.values()],
+        )
+    )
+
+
+async def get_offsets(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    committed = request.app[keys.CORE].offsets.committed(gid)
+    if group is None and not committed:
+        raise json_error(404, f"unknown group {gid!r}")
+    offsets = [
+        CommittedOffset(
+            topic=topic,
+            partition=partition,
+            offset=o.offset,
+            leader_epoch=o.leader_epoch,
+            metadata=o.metadata,
+            commit_timestamp_ms=o.commit_timestamp_ms,
+            expire_timestamp_ms=o.expire_timestamp_ms,
+        )
+        for (topic, partition), o in sorted(committed.items())
+    ]
+    return respond(GroupOffsets(group_id=gid, offsets=offsets))
+
+
+async def get_commits(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    q = parse_query(request, TimeRangeQuery)
+    commits, total = await read_history(
+        request.app[keys.HISTORY].commits(gid, epoch_ms(q.since), epoch_ms(q.until), q.limit, q.offset)
+    )
+    if total == 0 and group is None and not request.app[keys.CORE].offsets.committed(gid):
+        raise json_error(404, f"unknown group {gid!r}")
+    return respond(CommitLog(group_id=gid, commits=commits, total=total, limit=q.limit, offset=q.offset))
+
+
+async def get_rebalances(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    q = parse_query(request, TimeRangeQuery)
+    views, total = await read_history(
+        request.app[keys.HISTORY].rebalances(gid, epoch_ms(q.since), epoch_ms(q.until), q.limit, q.offset)
+    )
+    if total == 0 and group is None:
+        raise json_error(404, f"unknown group {gid!r}")
+    return respond(RebalanceHistory(group_id=gid, rebalances=views, total=total, limit=q.limit, offset=q.offset))
+
+
+# ------------------------------------------------------------------------------------------------------ actions
+
+
+async def delete_group(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    if group is None:
+        raise json_error(404, f"unknown group {gid!r}")
+    if group.state is not GroupState.EMPTY:
+        raise json_error(
+            409,
+            f"group {gid!r} is {group.state.value} with {len(group.members)} member(s); only Empty groups "
+            "can be deleted: stop its consumers first",
+        )
+    results = await await_core(request, request.app[keys.CORE].delete_groups([gid]), "delete group")
+    error = results[0].error if results else ErrorCode.unknown_server_error
+    if error is not ErrorCode.none:
+        raise json_error(_ACTION_STATUS.get(error, 503), f"group {gid!r} was not deleted: {error.name}")
+    log.info("[%s] group deleted through the operator API", gid)
+    return respond(DeletedGroup(group_id=gid))
+
+
+async def remove_member(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    instance = request.match_info["instance"]
+    if group is None:
+        raise json_error(404, f"unknown group {gid!r}")
+    if group.static_member_id(instance) is None:
+        raise json_error(404, f"group {gid!r} has no static member with group.instance.id {instance!r}")
+    d = request.app[keys.CORE].groups.remove_static_member(gid, instance, ADMIN_REASON)
+    error = await await_core(request, d, "remove member")
+    if error is not ErrorCode.none:
+        raise json_error(_ACTION_STATUS.get(error, 503), f"member {instance!r} was not removed: {error.name}")
+    log.info("[%s] static member %s removed through the operator API", gid, instance)
+    return respond(RemovedMember(group_id=gid, group_instance_id=instance))
+
+
+async def reset_offsets(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    req: OffsetResetRequest = await parse_body(request, OFFSET_RESET_REQUEST)
+    if group is not None and group.state is not GroupState.EMPTY:
+        raise json_error(
+            409, f"group {gid!r} is {group.state.value}; offsets can only be reset while it is Empty (no consumers)"
+        )
+    core = request.app[keys.CORE]
+    committed = {tp: o.offset for tp, o in core.offsets.committed(gid).items()}
+    if group is None and not committed and req.topics == "all":
+        raise json_error(404, f"unknown group {gid!r}")
+    topics = {t.name: t.partitions for t in request.app[keys.TOPICS].all()}
+    try:
+        partitions = select_partitions(req, committed, topics)
+        as_of = None
+        if isinstance(req, ResetToDatetime | ResetByDuration):
+            if isinstance(req, ResetToDatetime):
+                at_ms = epoch_ms(req.to_datetime) or 0
+            else:
+                at_ms = request.app[keys.CLOCK].now_ms() - req.by_duration_ms
+            as_of = await read_history(request.app[keys.HISTORY].committed_as_of(gid, at_ms))
+        plan = plan_reset(req, partitions, committed, as_of)
+    except ResetError as e:
+        raise json_error(e.status, e.message) from None
+    if req.execute and plan:
+        commit = OffsetCommitRequest(
+            group_id=gid,
+            generation_id=-1,  # an admin commit, as kafka-consumer-groups.sh sends it
+            member_id="",
+            group_instance_id=None,
+            partitions=[OffsetCommitPartition(p.topic, p.partition, p.new_offset, -1, "") for p in plan],
+            api_version=9,
+        )
+        result = await await_core(request, core.offsets.commit_offsets(commit), "reset offsets")
+        errors = {e.error for e in result.partitions if e.error is not ErrorCode.none}
+        if errors:
+            error = min(errors, key=lambda e: e.value)
+            raise json_error(_ACTION_STATUS.get(error, 503), f"offsets of group {gid!r} were not reset: {error.name}")
+        log.info("[%s] offsets reset (%s) on %d partition(s) through the operator API", gid, req.strategy, len(plan))
+    return respond(
+        OffsetResetResult(group_id=gid, strategy=ResetStrategy(req.strategy), dry_run=not req.execute, partitions=plan)
+    )
+
+
+# ------------------------------------------------------------------------------------------------------- topics
+
+
+async def list_topics(request: web.Request) -> web.Response:
+    topics = request.app[keys.TOPICS].all()
+    return respond(TopicList(topics=[TopicView(name=t.name, partitions=t.partitions) for t in topics]))
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    """Register a topic; an existing one may grow (like Kafka's CreatePartitions), never shrink."""
+    body = await parse_body(request, TopicCreate)
+    registry = request.app[keys.TOPICS]
+    existing = registry.get(body.name)
+    if existing is not None and existing.partitions > body.partitions:
+        raise json_error(409, f"topic {body.name!r} has {existing.partitions} partitions; it cannot shrink")
+    try:
+        topic = registry.add(body.name, body.partitions)
+    except ValueError as e:
+        raise json_error(400, str(e)) from None
+    if existing is None or existing.partitions != topic.partitions:
+        log.info("topic %s registered with %d partitions through the operator API", topic.name, topic.partitions)
+    return respond(TopicView(name=topic.name, partitions=topic.partitions), 201 if existing is None else 200)
+
+
+# ------------------------------------------------------------------------------------------------------- health
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    return respond(Health())
+
+
+async def readyz(request: web.Request) -> web.Response:
+    probe = request.app.get(keys.READINESS)
+    if probe is None:
+        return respond(Readiness(ready=True, detail="no readiness probe configured"))
+    try:
+        state = await probe()
+    except Exception as e:  # a failing probe means "not ready", never a 500
+        return respond(Readiness(ready=False, detail=f"probe failed: {e}"), 503)
+    return respond(Readiness(ready=state.ready, detail=state.detail), 200 if state.ready else 503)
+
+
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    m = request.app.get(keys.METRICS)
+    if m is None:
+        raise json_error(404, "metrics are not enabled")
+    resp = web.Response(body=m.render())
+    resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+    return resp
+
+
+# ------------------------------------------------------------------------------------------------------- table
+
+GROUP = {"group": "The group id."}
+
+ENDPOINTS: list[Endpoint] = [
+    Endpoint("GET", "/v1/groups", list_groups, "List groups", "groups", {200: GroupList}, query=GroupsQuery),
+    Endpoint("GET", "/v1/groups/{group}", get_group, "Describe a group", "groups",
+             {200: GroupDetail, 404: ErrorBody}, path_descriptions=GROUP),
+    Endpoint("DELETE", "/v1/groups/{group}", delete_group, "Delete an Empty group", "actions",
+             {200: DeletedGroup, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, mutating=True,
+             path_descriptions=GROUP),
+    Endpoint("GET", "/v1/groups/{group}/offsets", get_offsets, "Committed offsets", "groups",
+             {200: GroupOffsets, 404: ErrorBody}, path_descriptions=GROUP),
+    Endpoint("POST", "/v1/groups/{group}/offsets/reset", reset_offsets, "Reset offsets (dry run by default)",
+             "actions", {200: OffsetResetResult, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody},
+             body=OFFSET_RESET_REQUEST, body_name="OffsetResetRequest", mutating=True, path_descriptions=GROUP,
+             description="The strategies of kafka-consumer-groups.sh --reset-offsets. This service stores no "
+             "messages, so to-earliest and to-latest resolve to 0; to-datetime/by-duration resolve to the offsets "
+             "the group had committed at that instant. Refused (409) unless the group is Empty. With execute=true "
+             "the new offsets are written as an admin OffsetCommit (generation -1)."),
+    Endpoint("GET", "/v1/groups/{group}/commits", get_commits, "Commit log", "history",
+             {200: CommitLog, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
+    Endpoint("GET", "/v1/groups/{group}/rebalances", get_rebalances, "Rebalance history", "history",
+             {200: RebalanceHistory, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
+    Endpoint("DELETE", "/v1/groups/{group}/members/{instance}", remove_member, "Remove a static member",
+             "actions", {200: RemovedMember, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, mutating=True,
+             path_descriptions={**GROUP, "instance": "The member's group.instance.id."}),
+    Endpoint("GET", "/v1/topics", list_topics, "Registered topics", "topics", {200: TopicList}),
+    Endpoint("POST", "/v1/topics", create_topic, "Register a topic", "topics",
+             {200: TopicView, 201: TopicView, 409: ErrorBody}, body=TopicCreate, mutating=True),
+    Endpoint("GET", "/healthz", healthz, "Alive", "health", {200: Health}),
+    Endpoint("GET", "/readyz", readyz, "Loaded, storage writable", "health", {200: Readiness, 503: Readiness}),
+]  # fmt: skip
+
+METRICS_PATH_ITEM: dict[str, Any] = {
+    "get": {
+        "operationId": "metrics",
+        "summary": "Prometheus metrics",
+        "tags": ["health"],
+        "responses": {
+            "200": {"description": "Text exposition format", "content": {"text/plain": {"schema": {"type": "string"}}}},
+            "404": {"description": "Metrics disabled", "content": {"application/json": {"schema": {
+                "$ref": "#/components/schemas/ErrorBody"}}}},
+        },
+    }
+}  # fmt: skip

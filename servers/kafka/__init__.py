@@ -1,0 +1,37 @@
+"""Per-API adapters: kio request of any advertised version -> core message -> kio response of that version.
+
+``HANDLERS`` maps an api key to its handler; ``servers.kafka.listener`` dispatches through it. Produce is not served.
+"""
+
+from __future__ import annotations
+
+from protocol.apis import ApiKey
+
+from .context import CoordinatorApi, Handler, Node, RequestContext, Services
+from .find_coordinator import handle_find_coordinator
+from .groups_admin import handle_delete_groups, handle_describe_groups, handle_list_groups
+from .membership import handle_heartbeat, handle_join_group, handle_leave_group, handle_sync_group
+from .metadata import handle_metadata
+from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from .partitions import handle_fetch, handle_list_offsets
+from .versions import handle_api_versions
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+}
+
+__all__ = ["HANDLERS", "CoordinatorApi", "Handler", "Node", "RequestContext", "Services"]

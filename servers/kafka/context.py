@@ -1,0 +1,89 @@
+"""What an API adapter gets: the request's context and the services it may use.
+
+``CoordinatorApi`` is the part of ``coordinator.group_coordinator.GroupCoordinator`` the adapters call; it is a
+Protocol so the adapters depend on the facade's shape, not on its construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from coordinator import messages as m
+from coordinator.deferred import Deferred
+from coordinator.topics import TopicRegistry
+from protocol.errors import ErrorCode
+
+
+@dataclass(slots=True)  # not frozen: built for every request, and a frozen __init__ costs twice as much
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    client_host: str
+    # The answer's error for kgc_requests_total where the answer cannot say it itself: set by an adapter that answers
+    # with a finished frame (bytes), or whose answer has per-entry errors (the first non-zero one, in response
+    # order), and by ``errors.error_body``. The server reports a kio body's top-level ``error_code`` first.
+    error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """This process as a Kafka broker: the only node, leader of everything, coordinator of every group."""
+
+    node_id: int
+    host: str
+    port: int
+    cluster_id: str = "kgc-cluster"
+    rack: str | None = None
+
+
+class CoordinatorApi(Protocol):
+    def join_group(self, request: m.JoinGroupRequest) -> Deferred[m.JoinGroupResult]: ...
+
+    def sync_group(self, request: m.SyncGroupRequest) -> Deferred[m.SyncGroupResult]: ...
+
+    def heartbeat(self, request: m.HeartbeatRequest) -> ErrorCode: ...
+
+    def heartbeat_fields(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+    ) -> ErrorCode: ...
+
+    def leave_group(self, request: m.LeaveGroupRequest) -> Deferred[m.LeaveGroupResult]: ...
+
+    def commit_offsets(self, request: m.OffsetCommitRequest) -> Deferred[m.OffsetCommitResult]: ...
+
+    def fetch_offsets(self, request: m.OffsetFetchRequest) -> m.OffsetFetchResult: ...
+
+    def delete_offsets(self, request: m.OffsetDeleteRequest) -> Deferred[m.OffsetDeleteResult]: ...
+
+    def list_groups(self, states_filter: list[str], types_filter: list[str]) -> list[m.ListedGroup]: ...
+
+    def describe_groups(self, group_ids: list[str | None]) -> list[m.DescribedGroup]: ...
+
+    def delete_groups(self, group_ids: list[str | None]) -> Deferred[list[m.DeleteGroupResult]]: ...
+
+
+class RequestObserver(Protocol):
+    def __call__(self, api_key: int, seconds: float | None, error: int = 0, requests: int = 1) -> None: ...
+
+
+@dataclass(slots=True)
+class Services:
+    coordinator: CoordinatorApi
+    topics: TopicRegistry
+    node: Node
+    supported_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
+    max_fetch_wait_ms: int = 30_000  # cap on a Fetch's max_wait (a client cannot park a request for ever)
+    closing: bool = False
+    # called with (api_key, seconds from decode to answer[, error, requests]) once per answered request, or once per
+    # ``requests`` answered requests of which this one was timed (Heartbeat), or with seconds None for an answer
+    # counted but not timed (a Heartbeat refused with an error); e.g. Metrics.observe_request
+    observe_request: RequestObserver | None = None
+
+
+# A handler returns the kio response body, or an awaitable of it for requests that park (JoinGroup, SyncGroup, Fetch,
+# and anything waiting for a durable write).
+Handler = Callable[[Services, RequestContext, Any], Any | Awaitable[Any]]

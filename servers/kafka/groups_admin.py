@@ -1,0 +1,89 @@
+"""ListGroups (16, v0-5), DescribeGroups (15, v0-5), DeleteGroups (42, v0-2).
+
+ListGroups over every group and DescribeGroups of many ids are the admin answers that grow without bound (a client
+can create a group per JoinGroup). Up to ``sliced.SLICE`` groups they are built and encoded at once, as every other
+answer; beyond it they are described and encoded a slice at a time between other work (``sliced.sliced_frame``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator import messages as m
+from protocol.errors import ErrorCode
+
+from . import sliced
+from ._util import response_cls, then
+from .build import build
+from .context import RequestContext, Services
+
+# Kafka's AclOperation bits for what a group allows when authorization is off: READ(3), DESCRIBE(8), DELETE(6).
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+_NOT_REQUESTED = -(2**31)
+
+
+def handle_list_groups(services: Services, ctx: RequestContext, body: Any) -> Any:
+    states = list(getattr(body, "states_filter", ()))
+    types = list(getattr(body, "types_filter", ()))
+    groups = services.coordinator.list_groups(states, types)
+    if len(groups) > sliced.SLICE:
+        return sliced.sliced_frame(ctx, {"error_code": ErrorCode.none}, "groups", groups, _listed)
+    return build(response_cls(ctx), {"error_code": ErrorCode.none, "groups": [_listed(g) for g in groups]})
+
+
+def _listed(group: m.ListedGroup) -> dict[str, Any]:
+    return {
+        "group_id": group.group_id,
+        "protocol_type": group.protocol_type,
+        "group_state": group.state,
+        "group_type": group.group_type,
+    }
+
+
+def _described(group: m.DescribedGroup, include_operations: bool) -> dict[str, Any]:
+    return {
+        "error_code": group.error,
+        "group_id": group.group_id,
+        "group_state": group.state,
+        "protocol_type": group.protocol_type,
+        "protocol_data": group.protocol_data,
+        "authorized_operations": (
+            _GROUP_OPERATIONS if include_operations and group.error is ErrorCode.none else _NOT_REQUESTED
+        ),
+        "members": [
+            {
+                "member_id": x.member_id,
+                "group_instance_id": x.group_instance_id,
+                "client_id": x.client_id,
+                "client_host": x.client_host,
+                "member_metadata": x.metadata,
+                "member_assignment": x.assignment,
+            }
+            for x in group.members
+        ],
+    }
+
+
+def handle_describe_groups(services: Services, ctx: RequestContext, body: Any) -> Any:
+    include_operations = bool(getattr(body, "include_authorized_operations", False))
+    group_ids = list(body.groups)
+
+    def described(group: m.DescribedGroup) -> dict[str, Any]:
+        if group.error is not ErrorCode.none and not ctx.error:
+            ctx.error = group.error.value  # the first group error, for the metrics
+        return _described(group, include_operations)
+
+    if len(group_ids) > sliced.SLICE:  # described a slice at a time too
+        return sliced.sliced_frame(ctx, {}, "groups", group_ids, described, services.coordinator.describe_groups)
+    groups = services.coordinator.describe_groups(group_ids)
+    return build(response_cls(ctx), {"groups": [described(g) for g in groups]})
+
+
+def handle_delete_groups(services: Services, ctx: RequestContext, body: Any) -> Any:
+    ids = list(dict.fromkeys(body.groups_names))  # Kafka de-duplicates
+
+    def respond(results: list[m.DeleteGroupResult]) -> Any:
+        ctx.error = next((r.error.value for r in results if r.error is not ErrorCode.none), 0)  # for the metrics
+        return build(response_cls(ctx), {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]})
+
+    return then(services.coordinator.delete_groups(ids), respond)

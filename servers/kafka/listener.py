@@ -1,0 +1,881 @@
+"""The Kafka listener: one asyncio server, many connections, requests answered strictly in order per connection.
+
+Per connection (an ``asyncio.Protocol``: no task or stream objects) every complete frame that arrives is decoded
+and dispatched at once - so a parked JoinGroup/SyncGroup/Fetch does not stop the connection from reading
+(pipelining) nor any other connection from being served - and one *slot* per request is queued: the encoded
+response, or a task that will produce it. Slots leave in request order: whatever is ready at the head of the queue
+is written in one ``transport.write`` (one send for a batch of pipelined requests), a parked head holds the ones
+behind it until its task is done. At ``max_inflight`` queued slots, or while the transport's write buffer is full,
+reading is paused until the queue drains (TCP back-pressure on a client that pipelines without reading).
+
+Fairness: one connection dispatches at most ``FRAMES_PER_TURN`` frames per loop turn; the rest wait in its backlog
+(reading paused) and are taken up again from a ``call_soon``, after the loop has polled the other connections.
+
+Limits (Kafka's names; ``docs/robustness.md``): ``socket.request.max.bytes`` (one frame), ``queued.max.request.bytes``
+(bytes of requests read but not dispatched, summed over all connections: ``RequestMemory``; when it is used up, a
+connection holding more than ``SMALL_PARTIAL`` bytes of an unfinished frame is not read until memory is freed, but
+one such connection at a time may finish its frame, so frames of any allowed size always get through),
+``connections.max.idle.ms`` (no request received and no answer written for that long: closed; a cheap sweep over a
+heap ordered by due time), ``max.connections`` / ``max.connections.per.ip`` / ``max.connections.per.ip.overrides``
+(a connection over a limit is closed as soon as it is accepted) and ``max_inflight`` (queued answers per connection).
+
+Closing on time: a connection the daemon decides to close (malformed frame, unsupported request without an error
+response, client EOF, idle) is closed at once: the answers ready before the first parked one are written, every
+parked request is dropped (its member is treated as Kafka treats a vanished client: its session times out).
+
+Faults: a codec error is the peer's fault. An unsupported ApiVersions version gets the v0 error-35 frame and the
+connection stays open; another unsupported api/version gets the API's error response when one can be encoded,
+otherwise the connection is closed after the already-encoded responses before it (parked ones are dropped, as on
+any close); a malformed or oversized frame is logged and that connection closed. A handler exception is an
+internal error: ``servers.kafka.errors.error_body`` turns it into the API's UNKNOWN_SERVER_ERROR response. Nothing
+that happens on one connection can stop the server or another connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import resource
+import socket
+from collections import deque
+from collections.abc import Coroutine
+from time import monotonic as _now
+from time import perf_counter
+from typing import Any
+
+from protocol.apis import ApiKey
+from protocol.codec import Request, decode_request, encode_response, heartbeat_response_frame
+from protocol.errors import ErrorCode, InvalidRequest, MalformedFrame, ProtocolError, UnsupportedApi
+from protocol.framing import FrameDecoder
+from protocol.responses import invalid_request_frame, unsupported_response_frame
+from runtime.metrics import ConnectionStats
+from servers.kafka import HANDLERS, RequestContext, Services
+from servers.kafka._util import Pending
+from servers.kafka.errors import error_body
+
+log = logging.getLogger("servers.kafka.listener")
+
+DEFAULT_MAX_FRAME_SIZE = 104_857_600  # Kafka's socket.request.max.bytes
+DEFAULT_MAX_INFLIGHT = 100  # Kafka itself reads one request at a time per connection; clients pipeline up to 5
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 104_857_600  # queued.max.request.bytes (Kafka: unlimited)
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # connections.max.idle.ms (Kafka's default)
+UNLIMITED_CONNECTIONS = 2_147_483_647  # Kafka's default for max.connections and max.connections.per.ip
+FRAMES_PER_TURN = 64  # frames one connection dispatches before the others get their turn
+SMALL_PARTIAL = 65_536  # bytes of an unfinished frame a connection may hold while queued.max.request.bytes is used up
+LISTEN_BACKLOG = 1024
+FD_RESERVE = 128  # file descriptors kept for the database, the HTTP API and logs when capping max.connections
+_HEARTBEAT = int(ApiKey.HEARTBEAT)
+_NO_ERROR = ErrorCode.none
+LARGE_WRITE = 65_536  # an answer this large is written on its own (see Connection._flush)
+HEARTBEAT_TIMING_SAMPLE = 64  # one heartbeat in 64 is timed for kgc_request_seconds (all are counted)
+
+
+class Parked:
+    """A queued answer that is not ready yet: a parked JoinGroup/SyncGroup, completed from the core's Deferred
+    callback, or a delayed Fetch, completed by its task. ``frame`` None closes the connection, like a None slot."""
+
+    __slots__ = ("abandoned", "connection", "frame", "ready", "task")
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.abandoned = False
+        self.frame: bytes | None = None
+        self.connection: Connection | None = None
+        self.task: asyncio.Task[bytes | None] | None = None
+
+    def complete(self, frame: bytes | None) -> None:
+        if self.ready or self.abandoned:
+            return
+        self.ready = True
+        self.frame = frame
+        if self.connection is not None:
+            self.connection._on_parked_done()
+
+    def abandon(self) -> None:
+        """The connection is gone: the answer is not wanted (nor encoded) any more."""
+        self.abandoned = True
+        self.connection = None
+        if self.task is not None:
+            self.task.cancel()
+
+
+Slot = bytes | None | Parked
+
+
+class RequestMemory:
+    """``queued.max.request.bytes``: bytes of requests read but not dispatched yet (partial frames in the decoders
+    and complete frames in the backlogs), summed over all connections, like Kafka's request memory pool.
+
+    When ``used`` reaches ``limit``, a connection holding more than ``SMALL_PARTIAL`` bytes of an unfinished frame
+    is muted (not read) until memory is freed, as Kafka mutes a channel it cannot allocate a buffer for. One muted
+    connection at a time holds the ``granted`` right to finish its frame over the limit (Kafka's pool lets one
+    allocation overshoot too): without it, connections each holding part of a large frame would wait on each other
+    for ever. Small requests (heartbeats, commits) are always read, so a slow sender of a huge frame holds up only
+    the other huge frames. Peak: ``limit`` + one frame (``socket.request.max.bytes``) + per connection
+    ``SMALL_PARTIAL`` and one socket read."""
+
+    __slots__ = ("granted", "limit", "muted", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.granted: Connection | None = None
+        self.muted: deque[Connection] = deque()
+
+    def wake(self) -> None:
+        """Memory was freed: resume muted connections, oldest first, about as many as the free memory can take."""
+        muted = self.muted
+        budget = (self.limit - self.used) // (4 * SMALL_PARTIAL) + 1
+        while muted and budget > 0 and (self.used < self.limit or self.granted is None):
+            connection = muted.popleft()
+            if connection.closing or not connection.memory_muted:
+                continue
+            budget -= 1
+            connection.memory_muted = False
+            if self.used >= self.limit:
+                self.granted = connection
+            connection._update_reading()
+
+
+class Connection(asyncio.Protocol):
+    """One client connection, driven by the transport's callbacks (no task per connection, no stream objects).
+
+    ``data_received`` decodes and dispatches every complete frame at once and writes every answer that is ready in
+    one ``transport.write``; a parked request's task writes its answer (and any ready ones behind it) when it is
+    done. At ``max_inflight`` queued slots, or while the transport's write buffer is full (``pause_writing``), the
+    remaining frames wait in ``backlog`` and reading is paused: TCP flow control slows the client down.
+    """
+
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_host = "/unknown"
+        self.decoder = FrameDecoder(server.max_frame_size)
+        self.slots: deque[Slot] = deque()
+        self.backlog: deque[bytes] = deque()  # decoded frames not dispatched yet (at the in-flight limit)
+        self.closing = False  # no more requests are dispatched; the connection closes after the ready answers
+        self.reading_paused = False
+        self.writing_paused = False
+        self.peak_inflight = 0  # most requests queued at once (observability; bounded by max_inflight)
+        self._ready_soon = False  # queued in KafkaServer._ready: flush (and dispatch the backlog) soon
+        self.held = 0  # bytes of this connection counted in server.memory (decoder buffer + backlog)
+        self.memory_muted = False  # not read until queued.max.request.bytes has room (RequestMemory)
+        self.ip: str | None = None  # set once admitted (counted in server.connections_per_ip)
+        self.close_cause: str | None = None  # why the daemon closed it (kgc_connections_closed_total)
+        # Last complete request received or answer written (connections.max.idle.ms), on the server's coarse clock.
+        self.last_active = server.active_clock
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    # ------------------------------------------------------------------------------------------------- transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports do not subclass asyncio's
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+        # Kafka reports member hosts as InetAddress.toString() of the peer: "/1.2.3.4".
+        self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else "/unknown"
+        if self.server.services.closing:
+            transport.close()
+            self.closing = True
+            return
+        ip = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+        refused = self.server._admit(ip)
+        if refused is not None:
+            # Kafka's acceptor closes a connection over max.connections.per.ip at once (TooManyConnectionsException)
+            # and logs it at INFO; see KafkaServer._admit for max.connections.
+            log.info("rejected connection from %s: %s", self.peer, refused, extra={"throttle": ("refused", ip)})
+            self.closing = True
+            transport.close()
+            return
+        self.ip = ip
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.server.open_connections.add(self)
+        self.server._track_idle(self)
+        log.debug("connection opened %s", self.peer)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing connection %s: %s", self.peer, exc, extra={"throttle": ("malformed", self.ip)})
+            self._finish("malformed")
+            return
+        if frames:
+            self.last_active = self.server.active_clock
+            self.backlog.extend(frames)
+            self._process()
+        else:
+            self._account()
+
+    def eof_received(self) -> bool:
+        # The peer will send nothing more: Kafka closes such a connection at once. Answers ready now are written,
+        # parked requests dropped (see _finish).
+        self._finish("eof")
+        return True  # the transport is closed by _finish, after the ready answers
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._flush()
+        self._process()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            log.debug("connection %s lost: %s", self.peer, exc)
+        self.closing = True
+        self.backlog.clear()
+        self._abandon_parked()
+        self.slots.clear()
+        self._release_memory()
+        if self.ip is not None:
+            if self.close_cause is None:
+                self.close_cause = "client"
+                self.server._count_closed("client")
+            self.server._release(self.ip)
+            self.ip = None
+        self.server.open_connections.discard(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+        log.debug("connection closed %s", self.peer)
+
+    # ---------------------------------------------------------------------------------------------------- reading
+
+    def _process(self) -> None:
+        """Dispatch backlog frames while there is room, writing what is ready; pause reading while frames wait."""
+        backlog = self.backlog
+        slots = self.slots
+        limit = self.server.max_inflight
+        budget = FRAMES_PER_TURN
+        while True:
+            while backlog and budget and not self.closing and len(slots) < limit and not self.writing_paused:
+                budget -= 1
+                if not self._dispatch(backlog.popleft()):
+                    self._finish("protocol")
+                    return
+            self._flush()
+            if not backlog or not budget or self.closing or self.writing_paused or len(slots) >= limit:
+                break
+        if self.closing:
+            return
+        if backlog:
+            if not budget and not self._ready_soon:
+                # This connection had its turn: the rest of its frames wait until the loop has polled the others.
+                self._ready_soon = True
+                self.server._schedule_flush(self)
+            self._account()
+            self._update_reading()
+            return
+        # The common case (every frame dispatched) costs two attribute reads. A frame left half read behind
+        # complete ones is counted on the next read (which completes it or, reading no frame, counts it).
+        if self.held:
+            self._account()
+        if self.reading_paused:
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read while nothing waits in the backlog and queued.max.request.bytes has room for this connection."""
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        paused = bool(self.backlog) or self.memory_muted
+        if paused != self.reading_paused:
+            self.reading_paused = paused
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    def _account(self) -> None:
+        """Count this connection's unread request bytes in ``server.memory``; mute it or wake others."""
+        held = self.decoder.buffered
+        if self.backlog:
+            held += sum(map(len, self.backlog))
+        delta = held - self.held
+        if not delta:
+            return
+        self.held = held
+        memory = self.server.memory
+        memory.used += delta
+        if delta > 0:
+            if memory.used > memory.limit and self.decoder.buffered > SMALL_PARTIAL and memory.granted is not self:
+                if memory.granted is None:
+                    memory.granted = self  # the one connection that may finish its frame over the limit
+                elif not self.memory_muted:
+                    self.memory_muted = True
+                    memory.muted.append(self)
+                    self.server.muted_total += 1
+                    self._update_reading()
+        else:
+            if memory.granted is self and self.decoder.buffered <= SMALL_PARTIAL:
+                memory.granted = None
+            if memory.muted:
+                memory.wake()
+
+    def _release_memory(self) -> None:
+        memory = self.server.memory
+        memory.used -= self.held
+        self.held = 0
+        self.memory_muted = False
+        if memory.granted is self:
+            memory.granted = None
+        if memory.muted:
+            memory.wake()
+
+    def _dispatch(self, frame: bytes) -> bool:
+        """Queue the answer to one frame. False means: stop reading; the answers already encoded are written, parked
+        ones dropped, then the connection is closed."""
+        try:
+            request = decode_request(frame)
+        except UnsupportedApi as exc:
+            return self._unsupported(exc)
+        except InvalidRequest as exc:  # a null the schema forbids: INVALID_REQUEST where the response can say so
+            peer_host = self.client_host
+            try:
+                answer = invalid_request_frame(exc)
+            except Exception:
+                log.exception("connection %s: cannot answer %s", self.peer, exc, extra={"throttle": ("codec-bug",)})
+                answer = None
+            if answer is None:
+                log.warning("closing connection %s: %s", self.peer, exc, extra={"throttle": ("malformed", peer_host)})
+                return False
+            log.info("connection %s: INVALID_REQUEST: %s", self.peer, exc, extra={"throttle": ("invalid", peer_host)})
+            self._push(answer)
+            return True
+        except MalformedFrame as exc:
+            throttle = {"throttle": ("malformed", self.client_host)}
+            log.warning("closing connection %s: %s", self.peer, exc, extra=throttle)
+            return False
+        except Exception:  # a bug in our codec (the fuzzer finds none): it must not take the server down either
+            log.exception("closing connection %s: undecodable frame", self.peer, extra={"throttle": ("codec-bug",)})
+            return False
+        self._push(self.server.handle(request, self.client_host))
+        return True
+
+    def _unsupported(self, exc: UnsupportedApi) -> bool:
+        try:
+            frame = unsupported_response_frame(exc)
+        except Exception:
+            log.exception("connection %s: cannot answer %s", self.peer, exc, extra={"throttle": ("codec-bug",)})
+            frame = None
+        if frame is None:
+            log.warning(
+                "closing connection %s: %s (no encodable error response)",
+                self.peer,
+                exc,
+                extra={"throttle": ("unsupported", self.client_host)},
+            )
+            return False
+        log.info("connection %s: %s", self.peer, exc, extra={"throttle": ("unsupported", self.client_host)})
+        self._push(frame)
+        return True
+
+    def _push(self, slot: Slot) -> None:
+        if slot is None:  # not even an error response could be encoded: close now
+            self._finish("error")
+            return
+        self.slots.append(slot)
+        if len(self.slots) > self.peak_inflight:
+            self.peak_inflight = len(self.slots)
+        if isinstance(slot, Parked) and not slot.ready:
+            slot.connection = self
+
+    def _on_parked_done(self) -> None:
+        """A parked answer is ready. Called from inside the core (a Deferred being resolved), so nothing is done
+        here: the connection is flushed, and frames waiting in the backlog dispatched, once at the end of this loop
+        iteration (``KafkaServer._flush_ready``). A group commit completes hundreds of requests at once; their answers
+        leave in one write per connection, not one send each (the clients' next requests then come back batched too).
+        """
+        if not self._ready_soon:
+            self._ready_soon = True
+            self.server._schedule_flush(self)
+
+    def _flush_ready(self) -> None:
+        self._ready_soon = False
+        if self.closing:
+            return
+        self.last_active = self.server.active_clock  # a parked answer is written (connections.max.idle.ms)
+        if self.backlog:
+            self._process()  # writes what is ready, then dispatches the waiting frames
+        else:
+            self._flush()
+
+    def _finish(self, cause: str) -> None:
+        """Close now: the answers ready before the first parked one are written, every parked request is dropped
+        (never wait for one: a Fetch held for max_wait or a JoinGroup may take minutes), then the transport closes
+        (after sending what it buffered)."""
+        if self.closing:
+            return
+        self.closing = True
+        self.close_cause = cause
+        self.server._count_closed(cause)
+        self.backlog.clear()
+        slots = self.slots
+        chunks: list[bytes] = []
+        for head in slots:
+            data = head.frame if isinstance(head, Parked) and head.ready else head
+            if data is None or isinstance(data, Parked):
+                break
+            chunks.append(data)
+        self._abandon_parked()
+        slots.clear()
+        self._release_memory()
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            if chunks:
+                transport.write(b"".join(chunks))
+            transport.close()
+
+    # ---------------------------------------------------------------------------------------------------- writing
+
+    def _flush(self) -> None:
+        """Write the answers that are ready at the head of the queue, in order: small ones joined into one write,
+        a large one (``LARGE_WRITE`` bytes or more) written on its own, never copied into a join. Writing stops when
+        the transport's buffer is full (``pause_writing``); ``resume_writing`` goes on from there. So twenty
+        pipelined 19 MB Metadata answers are not joined into one 388 MB copy in one loop step."""
+        transport = self.transport
+        if self.writing_paused or transport is None or transport.is_closing():
+            return
+        slots = self.slots
+        chunks: list[bytes] = []
+        close = False
+        while slots:
+            head = slots[0]
+            if isinstance(head, Parked):
+                if not head.ready:
+                    break
+                data = head.frame
+            else:
+                data = head
+            slots.popleft()
+            if data is None:
+                close = True
+                break
+            if len(data) < LARGE_WRITE:
+                chunks.append(data)
+                continue
+            if chunks:
+                transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+                chunks = []
+            transport.write(data)
+            if self.writing_paused:  # the client reads slower than we answer: the rest waits for resume_writing
+                break
+        if chunks:
+            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if close:  # a parked answer could not even be encoded as an error response
+            slots.clear()
+            self._finish("error")  # after the buffered answers are sent
+
+    def _abandon_parked(self) -> None:
+        for slot in self.slots:
+            if isinstance(slot, Parked):
+                slot.abandon()
+
+    def abort(self) -> None:
+        """Server stop: close at once, parked requests dropped and unwritten answers too."""
+        if not self.closing:
+            self.close_cause = "shutdown"
+            self.server._count_closed("shutdown")
+        self.closing = True
+        self.backlog.clear()
+        self._abandon_parked()
+        self.slots.clear()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+
+def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
+    """max.connections.per.ip.overrides keyed by address: host names are resolved once, like Kafka's
+    ``InetAddress.getByName``."""
+    resolved: dict[str, int] = {}
+    for host, count in overrides.items():
+        try:
+            addresses = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+        except OSError:
+            log.warning("max.connections.per.ip.overrides: cannot resolve %r; ignored", host)
+            continue
+        for address in addresses:
+            resolved[str(address)] = count
+    return resolved
+
+
+def raise_fd_limit() -> int | None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (each connection is a file descriptor); the new soft limit."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        if soft == resource.RLIM_INFINITY or soft >= target:
+            return None if soft == resource.RLIM_INFINITY else int(soft)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        return int(target)
+    except (OSError, ValueError):
+        return None
+
+
+class KafkaServer:
+    def __init__(
+        self,
+        services: Services,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_inflight: int = DEFAULT_MAX_INFLIGHT,
+        queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES,
+        connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+        max_connections: int = UNLIMITED_CONNECTIONS,
+        max_connections_per_ip: int = UNLIMITED_CONNECTIONS,
+        max_connections_per_ip_overrides: dict[str, int] | None = None,
+    ) -> None:
+        self.services = services
+        self.host = host
+        self.port = port
+        self.max_frame_size = max_frame_size
+        self.max_inflight = max_inflight
+        self.memory = RequestMemory(queued_max_request_bytes)
+        self.idle_ms = connections_max_idle_ms
+        self.max_connections = max_connections  # as configured; start() may lower it to fit the fd limit
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = _resolve_overrides(max_connections_per_ip_overrides or {})
+        self.connections_per_ip: dict[str, int] = {}
+        self.refused: dict[str, int] = {}  # cause -> connections closed as soon as accepted
+        self.closed_by_cause: dict[str, int] = {}  # cause -> connections closed (by the daemon, or "client")
+        self.muted_total = 0  # times a connection was muted for queued.max.request.bytes
+        self._server: asyncio.Server | None = None
+        self.open_connections: set[Connection] = set()
+        self._ready: list[Connection] = []  # connections with parked answers that became ready (see _flush_ready)
+        self.heartbeat_sample = 0  # heartbeats answered since the last timed one (see handle)
+        self.heartbeat_sample_errors = 0  # of those, the ones answered with an error (already counted under it)
+        # connections.max.idle.ms: (due, seq, connection) with due >= the last time the connection was checked +
+        # idle; a connection active since is pushed back with its new due when its entry comes up, so a sweep only
+        # touches the entries that are due (amortised one push per connection per idle period).
+        self._idle: list[tuple[float, int, Connection]] = []
+        self._idle_seq = itertools.count()
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # The time a connection's activity is stamped with: the next sweep's time, moved on by each sweep. A read
+        # costs an attribute load instead of a clock call (~400 instructions of a ~44,000-instruction heartbeat);
+        # activity looks up to one tick later than it was, so an idle connection closes up to a tick late, never
+        # early.
+        self.active_clock = _now() + self._idle_tick()
+
+    @property
+    def untimed_heartbeats(self) -> int:
+        """Heartbeats answered without error since the last timed one: not in kgc_requests_total yet (added at
+        scrape time)."""
+        return self.heartbeat_sample - self.heartbeat_sample_errors
+
+    @property
+    def bound_port(self) -> int:
+        if self._server is None or not self._server.sockets:
+            return self.port
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        fds = raise_fd_limit()
+        if fds is not None and self.max_connections > fds - FD_RESERVE:
+            # Past the fd limit accept() fails with EMFILE (and the loop logs errors); refuse cleanly before it.
+            self.max_connections = max(1, fds - FD_RESERVE)
+            log.info("max.connections capped at %d (file descriptor limit %d)", self.max_connections, fds)
+        # A listen backlog of LISTEN_BACKLOG (asyncio's default is 100): a burst of connects (clients restarting
+        # together) waits in the kernel's queue instead of having its SYNs dropped and retried a second later.
+        self._server = await loop.create_server(
+            self._new_protocol, self.host or None, self.port, reuse_address=True, backlog=LISTEN_BACKLOG
+        )
+        self._idle_handle = loop.call_later(self._idle_tick(), self._sweep_idle)
+        log.info("kafka listener started host=%s port=%d", self.host, self.bound_port)
+
+    async def stop(self) -> None:
+        """Stop accepting, then close every connection (parked requests are dropped with them)."""
+        self.services.closing = True
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+            self._idle_handle = None
+        if self._server is not None:
+            self._server.close()
+        connections = list(self.open_connections)
+        for connection in connections:
+            connection.abort()
+        if connections:
+            await asyncio.wait([c.closed for c in connections], timeout=5)
+            for connection in connections:
+                if not connection.closed.done() and connection.transport is not None:
+                    connection.transport.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        log.info("kafka listener stopped")
+
+    @property
+    def connections(self) -> int:
+        return len(self.open_connections)
+
+    def _new_protocol(self) -> Connection:
+        return Connection(self)
+
+    # ------------------------------------------------------------------------------------------------ limits
+
+    def _admit(self, ip: str) -> str | None:
+        """Count a new connection from ``ip``, or say why it is refused (max.connections, max.connections.per.ip).
+
+        Kafka closes a connection over max.connections.per.ip as soon as it is accepted; over max.connections its
+        acceptor stops accepting until a slot frees, so the client waits in the listen backlog. asyncio cannot pause
+        accepting, and waiting clients would hold file descriptors anyway, so here both are closed at once; clients
+        reconnect with their backoff (reconnect.backoff.ms)."""
+        if len(self.open_connections) >= self.max_connections:
+            cause = "max.connections"
+            limit = self.max_connections
+        else:
+            count = self.connections_per_ip.get(ip, 0)
+            limit = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+            if count < limit:
+                self.connections_per_ip[ip] = count + 1
+                return None
+            cause = "max.connections.per.ip"
+        self.refused[cause] = self.refused.get(cause, 0) + 1
+        return f"{cause} ({limit}) reached"
+
+    def _release(self, ip: str) -> None:
+        count = self.connections_per_ip.get(ip, 0) - 1
+        if count > 0:
+            self.connections_per_ip[ip] = count
+        else:
+            self.connections_per_ip.pop(ip, None)
+
+    def _count_closed(self, cause: str) -> None:
+        self.closed_by_cause[cause] = self.closed_by_cause.get(cause, 0) + 1
+
+    def _idle_tick(self) -> float:
+        """Seconds between idle sweeps: a tenth of connections.max.idle.ms, between 10 ms and 1 s."""
+        return min(1.0, max(0.01, self.idle_ms / 10_000))
+
+    def _track_idle(self, connection: Connection) -> None:
+        heapq.heappush(self._idle, (connection.last_active + self.idle_ms / 1000, next(self._idle_seq), connection))
+
+    def _sweep_idle(self) -> None:
+        """Close the connections with no request received and no answer written for connections.max.idle.ms.
+
+        Kafka's own timer counts any byte read; here only a complete request counts, so a client sending a frame
+        a byte at a time (slowloris) or never finishing one is closed too."""
+        assert self._loop is not None
+        now = _now()
+        self.active_clock = now + self._idle_tick()
+        idle_s = self.idle_ms / 1000
+        heap = self._idle
+        closed = 0
+        while heap and heap[0][0] <= now:
+            _, _, connection = heapq.heappop(heap)
+            if connection.closing:
+                continue
+            due = connection.last_active + idle_s
+            if due <= now:
+                closed += 1
+                log.debug("closing idle connection %s", connection.peer)
+                connection._finish("idle")
+            else:
+                heapq.heappush(heap, (due, next(self._idle_seq), connection))
+        if closed:
+            log.info("closed %d idle connection(s) (connections.max.idle.ms=%d)", closed, self.idle_ms,
+                     extra={"throttle": ("idle",)})  # fmt: skip
+        if len(heap) > 2 * len(self.open_connections) + 1024:
+            # Entries of connections closed by other causes wait until their due time; with much churn, rebuild.
+            self._idle = heap = [entry for entry in heap if not entry[2].closing]
+            heapq.heapify(heap)
+        self._idle_handle = self._loop.call_later(self._idle_tick(), self._sweep_idle)
+
+    def stats(self) -> ConnectionStats:
+        """Configured limits, current use and counters, for /metrics (read at scrape time)."""
+        memory = self.memory
+        return ConnectionStats(
+            open=len(self.open_connections),
+            inflight=sum(len(c.slots) for c in self.open_connections),
+            queued_bytes=memory.used,
+            muted=sum(1 for c in memory.muted if c.memory_muted and not c.closing),
+            muted_total=self.muted_total,
+            refused=dict(self.refused),
+            closed=dict(self.closed_by_cause),
+            limits={
+                "max.connections": self.max_connections,
+                "max.connections.per.ip": self.max_connections_per_ip,
+                "queued.max.request.bytes": memory.limit,
+                "socket.request.max.bytes": self.max_frame_size,
+                "connections.max.idle.ms": self.idle_ms,
+                "max_inflight": self.max_inflight,
+            },
+            per_ip_overrides=dict(self.max_connections_per_ip_overrides),
+        )
+
+    def _schedule_flush(self, connection: Connection) -> None:
+        if not self._ready:
+            asyncio.get_running_loop().call_soon(self._flush_ready)
+        self._ready.append(connection)
+
+    def _flush_ready(self) -> None:
+        ready, self._ready = self._ready, []
+        for connection in ready:
+            connection._flush_ready()
+
+    # ---------------------------------------------------------------------------------------------------- dispatch
+
+    def handle(self, request: Request, client_host: str) -> Slot:
+        """The slot answering ``request``: the encoded frame, or a ``Parked`` answer completed later.
+
+        Heartbeat, the most frequent request, is answered right here: straight to the core and a packed answer,
+        without the request context, adapter and kio response object of the generic path (and without a call of its
+        own). Same answer as ``servers.kafka.membership.handle_heartbeat`` + ``encode_response``
+        (tests/server/test_heartbeat_path.py). Every heartbeat is counted, one in ``HEARTBEAT_TIMING_SAMPLE`` is
+        timed: the two clock reads and the histogram update cost about as much as the core's part of a heartbeat,
+        and a heartbeat is answered at once, so its latency is the same handful of microseconds every time.
+        ``untimed_heartbeats`` holds the ones answered without error since the last timed one (added to
+        ``kgc_requests_total`` at scrape time); one answered with an error is counted under it at once."""
+        header, body = request
+        key = header.api_key
+        if key == _HEARTBEAT:
+            untimed = self.heartbeat_sample + 1
+            if untimed < HEARTBEAT_TIMING_SAMPLE:
+                self.heartbeat_sample = untimed
+                started = 0.0
+            else:
+                started = perf_counter()
+            version = header.api_version
+            frame: bytes | None
+            try:
+                error: int = self.services.coordinator.heartbeat_fields(
+                    body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None
+                )
+                frame = heartbeat_response_frame(version, header.correlation_id, error)  # type: ignore[arg-type]
+            except Exception as exc:
+                ctx = RequestContext(key, version, header.correlation_id, header.client_id or "", client_host)
+                frame = self._error_frame(request, ctx, exc)
+                error = ctx.error
+            if error is not _NO_ERROR:
+                self._observe_heartbeat_error(started, untimed, error)
+            elif started:
+                self._observe_heartbeats(started, untimed)
+            return frame
+        ctx = RequestContext(key, header.api_version, header.correlation_id, header.client_id or "", client_host)
+        observe = self.services.observe_request
+        started = perf_counter() if observe is not None else 0.0
+        try:
+            result = HANDLERS[key](self.services, ctx, body)
+        except Exception as exc:
+            frame = self._error_frame(request, ctx, exc)
+            if observe is not None:
+                observe(key, perf_counter() - started, ctx.error)
+            return frame
+        # A kio body (has __api_key__) is encoded at once, a finished frame (bytes) written as it is; anything else
+        # is a parked answer. The error reported is a kio body's top-level error_code, else ``ctx.error`` (set by
+        # the adapter of a finished frame or of an answer with per-entry errors).
+        if result.__class__ is bytes:
+            if observe is not None:
+                observe(key, perf_counter() - started, ctx.error)
+            return result  # type: ignore[no-any-return]
+        if getattr(result.__class__, "__api_key__", None) is None:
+            if isinstance(result, Pending):
+                return self._park(request, ctx, result, started)
+            if asyncio.iscoroutine(result):
+                return self._park_task(request, ctx, result, started)
+        try:
+            frame = encode_response(header, result)
+        except Exception as exc:
+            frame = self._error_frame(request, ctx, exc)
+        else:
+            ctx.error = getattr(result, "error_code", 0) or ctx.error
+        if observe is not None:
+            observe(key, perf_counter() - started, ctx.error)
+        return frame
+
+    def _observe_heartbeats(self, started: float, answered: int) -> None:
+        """The timed heartbeat: ``answered`` heartbeats since the last timed one, this one included; those answered
+        with an error were counted already."""
+        answered -= self.heartbeat_sample_errors
+        self.heartbeat_sample = self.heartbeat_sample_errors = 0
+        observe = self.services.observe_request
+        if observe is not None:
+            observe(_HEARTBEAT, perf_counter() - started, 0, answered)
+
+    def _observe_heartbeat_error(self, started: float, answered: int, error: int) -> None:
+        """A heartbeat answered with ``error`` (``answered`` and ``started`` as for ``_observe_heartbeats``): counted
+        at once under its error, not among the ones answered without error. It takes its turn in the timing sample
+        like any other."""
+        observe = self.services.observe_request
+        if started:
+            self._observe_heartbeats(started, answered - 1)
+        else:
+            self.heartbeat_sample_errors += 1
+        if observe is not None:
+            observe(_HEARTBEAT, None, error)
+
+    def _park(self, request: Request, ctx: RequestContext, pending: Pending[Any, Any], started: float) -> Parked:
+        """Answer when the core resolves the Deferred: build and encode in its callback, no task."""
+        parked = Parked()
+        observe = self.services.observe_request
+
+        def ready(value: Any) -> None:
+            if parked.abandoned:
+                return
+            try:
+                frame = self._encode(request, ctx, pending.fn(value))
+            except Exception as exc:
+                frame = self._error_frame(request, ctx, exc)
+            if observe is not None:
+                observe(ctx.api_key, perf_counter() - started, ctx.error)
+            parked.complete(frame)
+
+        pending.deferred.add_callback(ready)
+        return parked
+
+    def _park_task(
+        self, request: Request, ctx: RequestContext, result: Coroutine[Any, Any, Any], started: float
+    ) -> Parked:
+        """An answer produced by a coroutine (a Fetch waiting max_wait_ms): run it as a task."""
+        parked = Parked()
+        parked.task = task = asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
+        observe = self.services.observe_request
+
+        def done(t: asyncio.Task[bytes | None]) -> None:
+            if observe is not None:
+                observe(ctx.api_key, perf_counter() - started, ctx.error)
+            if not t.cancelled():
+                parked.complete(t.result())
+
+        task.add_done_callback(done)
+        return parked
+
+    async def _finish(self, request: Request, ctx: RequestContext, result: Coroutine[Any, Any, Any]) -> bytes | None:
+        try:
+            body = await result
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return self._error_frame(request, ctx, exc)
+        return self._encode(request, ctx, body)
+
+    def _encode(self, request: Request, ctx: RequestContext, body: Any) -> bytes | None:
+        if body.__class__ is bytes:  # an adapter's finished frame (its error in ctx.error)
+            return body  # type: ignore[no-any-return]
+        try:
+            frame = encode_response(request.header, body)
+        except Exception as exc:
+            return self._error_frame(request, ctx, exc)
+        ctx.error = getattr(body, "error_code", 0) or ctx.error
+        return frame
+
+    def _error_frame(self, request: Request, ctx: RequestContext, exc: BaseException) -> bytes | None:
+        """The API's error response, or None (close the connection) if even that cannot be built."""
+        try:
+            return encode_response(request.header, error_body(ctx, exc, request.body))
+        except Exception:
+            log.exception("cannot encode an error response api_key=%d api_version=%d", ctx.api_key, ctx.api_version)
+            return None

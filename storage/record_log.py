@@ -1,0 +1,554 @@
+"""``SqlRecordLog``: the durable ``RecordLog`` (see ``coordinator.record_log``) on SQLAlchemy.
+
+Write path (group commit)
+    ``append(records, on_done)`` is called on the event loop thread; it only queues. One writer task takes
+    *everything* queued and writes it in ONE transaction through the dialect's batch writer
+    (``storage.writers``: the driver directly, not SQLAlchemy): log/history rows, the current-state snapshot
+    (upserts/deletes), one ``log_batches`` row and the ``log_state`` counter.
+    Then it calls every ``on_done`` of that batch, in append order, on the loop. The batching is adaptive: an idle
+    writer starts a transaction on the next loop iteration (no linger); appends made while a transaction runs wait
+    for the next one, so the batch size follows the load.
+
+Failure
+    If the transaction fails (database unreachable, connection killed, lock timeout, disk full), every ``on_done``
+    of that batch gets ``ErrorCode.coordinator_not_available`` and the exception is logged, never raised:
+    SQLAlchemy/driver exceptions stop here. One exception: when the database refuses the *data* (SQLSTATE 22/23,
+    e.g. a NUL character in a string on PostgreSQL), retrying would fail again and would keep failing whoever
+    shares the batch; then the calls of that batch are written one per transaction, and the call whose own
+    records are refused gets ``ErrorCode.unknown_server_error`` (Kafka's answer to a record that can never be
+    appended, see docs/semantics.md §3.3) so its client stops retrying.
+
+    Apart from that split, the records of a failed batch are NOT retried by storage. That is correct because the
+    core answered the error already and applies offsets/assignments only on success, so no in-memory state ran
+    ahead of the log; history records of a failed batch are lost (they are informational).
+    The next batch simply tries again on a fresh connection (``pool_pre_ping`` drops dead ones), so the log
+    recovers by itself when the database is back. If a commit's outcome is unknown (connection lost during COMMIT)
+    the records may be durable although the caller got an error — the same ambiguity as a Kafka produce timeout;
+    the client retries, and a repeated commit/metadata record is harmless on replay.
+
+Write health (``/readyz``)
+    Reaching the database is not enough: a full disk or read-only files let ``SELECT 1`` succeed while every write
+    fails. ``write_health()`` says whether the last write transaction failed, since when, how many in a row and why;
+    the next successful transaction clears it. ``check_writes()`` (the readiness probe) also clears it by itself: while
+    writes are failing it runs a probe transaction (``log_state`` moved and moved back, which SQLite must append to
+    its WAL, so a full disk fails it) at most once per ``probe_interval_s``; not after a ``PositionConflict`` (another
+    process wrote here: only one of our own batches committing clears that). A batch refused for its *data* (see
+    Failure) does not count: the database is fine, the request is not. Failed writes log one warning per cause,
+    rate-limited (``runtime.logging_setup``' throttle), so an outage under load does not flood the log.
+
+Positions
+    Every record gets the next ``position`` (BIGINT). The writer keeps the last one in memory and moves the
+    ``log_state`` row with a conditional UPDATE in each transaction; a mismatch (another process writing to the
+    same database) fails the batch instead of interleaving two logs. After any failure the value is re-read.
+
+Recovery
+    ``load()`` reads only the current-state tables, so start-up does not grow with history. It returns the state
+    records to replay: every live group's latest ``GroupMetadataRecord`` (in log order), then every committed
+    offset as an ``OffsetCommitRecord``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from coordinator.record_log import OnDone
+from coordinator.records import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, Record, StateRecord
+from protocol.errors import ErrorCode
+
+from . import models as m
+from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
+from .errors import StorageError, describe
+from .lock import DatabaseLock, claim_sqlite_database
+from .models import table
+from .queries import StorageQueries
+from .writers import BatchWriter, PositionConflict, writer_for
+
+__all__ = ["PositionConflict", "SqlRecordLog", "WriteHealth", "WriterStats"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
+DEFAULT_MAX_BATCH_RECORDS = 20_000
+BatchObserver = Callable[[int, float, bool], None]  # (records, seconds, ok) per write transaction
+
+
+@dataclass(frozen=True, slots=True)
+class WriteHealth:
+    """Whether storage writes succeed. ``failing_since_ms`` is wall-clock epoch ms of the first failure in a row."""
+
+    ok: bool
+    failing_since_ms: int | None = None
+    consecutive_failures: int = 0
+    last_error: str | None = None
+
+    def describe(self) -> str:
+        if self.ok:
+            return "storage writes succeed"
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((self.failing_since_ms or 0) / 1000))
+        return (
+            f"storage writes failing since {since} ({self.consecutive_failures} failed transactions in a row): "
+            f"{self.last_error}"
+        )
+
+
+@dataclass
+class WriterStats:
+    transactions: int = 0  # committed write transactions
+    failed_transactions: int = 0
+    records: int = 0  # records committed
+    appends: int = 0  # append() calls answered (success or failure)
+
+
+class SqlRecordLog:
+    """Durable ``RecordLog``. Create with ``await SqlRecordLog.open(url, data_dir=...)``; close with ``close()``."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+        owns_engine: bool = False,
+        on_batch: BatchObserver | None = None,
+        sqlite_busy_timeout_s: float = 10.0,
+    ) -> None:
+        """``on_batch(records, seconds, ok)`` is called after every write transaction (e.g. the metrics hook
+        ``Metrics.observe_storage_write``). Raises ``StorageError`` for a backend without a batch writer."""
+        self.engine = engine
+        self._batch_writer: BatchWriter = writer_for(engine, sqlite_busy_timeout_s=sqlite_busy_timeout_s)
+        self.on_batch = on_batch
+        self.max_batch_records = max_batch_records
+        self.stats = WriterStats()
+        self._owns_engine = owns_engine
+        self._dialect = engine.dialect.name
+        self._queue: list[tuple[Sequence[Record], OnDone | None]] = []
+        self._inflight: list[tuple[Sequence[Record], OnDone | None]] = []
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._closed = False  # no more appends accepted
+        self._stopping = False  # the writer exits once the queue is empty
+        self._last_position: int | None = None  # None: unknown, read in the next transaction
+        self._appended = 0  # append() calls accepted
+        self._completed = 0  # append() calls answered
+        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._health = WriteHealth(ok=True)
+        self._last_probe = 0.0  # time.monotonic() of the last probe transaction
+        self._conflict = False  # the last failure was a PositionConflict (see check_writes)
+        self._lock: DatabaseLock | None = None  # an embedded SQLite database's (open(exclusive=True)); see close()
+
+    # ------------------------------------------------------------------------------------------------ life cycle
+
+    @classmethod
+    async def open(
+        cls,
+        url: str | None = None,
+        *,
+        data_dir: str | Path = DEFAULT_DATA_DIR,
+        schema: str | None = None,
+        run_migrations: bool = True,
+        max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+        on_batch: BatchObserver | None = None,
+        exclusive: bool = False,
+        **engine_options: Any,
+    ) -> SqlRecordLog:
+        """Create the engine (SQLite file under ``data_dir`` unless ``url``), migrate the schema, start the writer.
+
+        ``exclusive`` (the daemon): an SQLite database must be writable by this process and is locked for it until
+        ``close()`` (``storage.lock``), before anything opens it; a second ``open`` elsewhere then fails with
+        ``DatabaseInUse`` naming the holder. Raises ``StorageError`` if the database cannot be claimed, reached or
+        migrated."""
+        target = database_url(url, data_dir)
+        lock = _claim(target) if exclusive else None
+        try:
+            engine = create_engine(target, schema=schema, **engine_options)
+        except Exception as e:
+            if lock is not None:
+                lock.release()
+            raise StorageError(f"cannot set up the database engine: {describe(e)}") from e
+        if run_migrations:
+            # A migration may rewrite a big table: no statement timeout there (the writer's engine keeps one).
+            migrator = create_engine(target, schema=schema, **{**engine_options, "command_timeout_s": None})
+            try:
+                await migrate(migrator)
+            except Exception as e:
+                await engine.dispose()
+                if lock is not None:
+                    lock.release()
+                raise StorageError(f"cannot prepare the database schema: {describe(e)}") from e
+            finally:
+                await migrator.dispose()
+        try:
+            record_log = cls(
+                engine,
+                max_batch_records=max_batch_records,
+                owns_engine=True,
+                on_batch=on_batch,
+                sqlite_busy_timeout_s=engine_options.get("sqlite_busy_timeout_s", 10.0),
+            )
+        except StorageError:
+            await engine.dispose()
+            if lock is not None:
+                lock.release()
+            raise
+        record_log._lock = lock
+        record_log.start()
+        return record_log
+
+    def start(self) -> None:
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._run(), name="storage-writer")
+
+    async def flush(self) -> None:
+        """Wait until every append made before this call has been answered (written or failed)."""
+        target = self._appended
+        if self._completed >= target:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._flush_waiters.append((target, future))
+        await future
+
+    async def close(self) -> None:
+        """Refuse new appends, write what is queued, stop the writer, dispose the engine if we created it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stopping = True
+        self._wakeup.set()
+        if self._writer is not None:
+            await self._writer
+        await self._batch_writer.close()
+        if self._owns_engine:
+            await self.engine.dispose()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # ------------------------------------------------------------------------------------------------ write path
+
+    def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None:
+        if self._closed:
+            if on_done is not None:
+                on_done(ErrorCode.coordinator_not_available)
+            return
+        self._queue.append((records, on_done))
+        self._appended += 1
+        if self._writer is None:
+            self.start()
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                if not self._queue:
+                    if self._stopping:
+                        return
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                self._inflight = self._take_batch()
+                error, bad_data = await self._write([record for records, _ in self._inflight for record in records])
+                if bad_data and len(self._inflight) > 1:
+                    await self._isolate()
+                    continue
+                calls, self._inflight = self._inflight, []
+                if bad_data:
+                    error = ErrorCode.unknown_server_error
+                self._complete(calls, error)
+        finally:
+            # Reached on shutdown (queue empty) or cancellation: nobody may wait forever.
+            calls, self._inflight, self._queue = self._inflight + self._queue, [], []
+            self._complete(calls, ErrorCode.coordinator_not_available)
+
+    def _take_batch(self) -> list[tuple[Sequence[Record], OnDone | None]]:
+        count = 0
+        taken = 0
+        for records, _ in self._queue:
+            if taken and count + len(records) > self.max_batch_records:
+                break
+            count += len(records)
+            taken += 1
+        calls, self._queue = self._queue[:taken], self._queue[taken:]
+        return calls
+
+    def _complete(self, calls: Iterable[tuple[Sequence[Record], OnDone | None]], error: ErrorCode | None) -> None:
+        for _records, on_done in calls:
+            self._completed += 1
+            self.stats.appends += 1
+            if on_done is None:
+                continue
+            try:
+                on_done(error)
+            except Exception:  # a caller's bug must not stop the writer for everybody else
+                log.exception("storage: on_done callback raised")
+        if self._flush_waiters:
+            waiting = []
+            for target, future in self._flush_waiters:
+                if self._completed >= target:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    waiting.append((target, future))
+            self._flush_waiters = waiting
+
+    async def _isolate(self) -> None:
+        """The batch failed on data the database refuses (not on the database being away): write its calls one
+        by one, so that one bad request does not fail the requests that happened to share its transaction."""
+        while self._inflight:
+            records, on_done = self._inflight[0]
+            error, bad_data = await self._write(list(records))
+            del self._inflight[0]
+            self._complete([(records, on_done)], ErrorCode.unknown_server_error if bad_data else error)
+
+    async def _write(self, records: list[Record]) -> tuple[ErrorCode | None, bool]:
+        """One transaction. Returns (error, whether the failure is caused by the data rather than the database)."""
+        started = time.perf_counter()
+        try:
+            batch = await self._batch_writer.write(records, self._last_position)
+        except Exception as e:
+            self._last_position = None
+            self.stats.failed_transactions += 1
+            self._observe(len(records), time.perf_counter() - started, False)
+            bad_data = _is_data_error(e)
+            if not bad_data:
+                self._write_failed(e)
+            log.warning(
+                "storage: write of %d records failed%s: %s",
+                len(records),
+                " (refused data)" if bad_data else "",
+                describe(e),
+                extra={"throttle": ("storage-write", type(e).__name__, bad_data)},
+            )
+            return ErrorCode.coordinator_not_available, bad_data
+        self._write_succeeded()
+        self._last_position = batch.last_position
+        self.stats.transactions += 1
+        self.stats.records += batch.record_count
+        self._observe(batch.record_count, time.perf_counter() - started, True)
+        return None, False
+
+    # ------------------------------------------------------------------------------------------------ health
+
+    def write_health(self) -> WriteHealth:
+        return self._health
+
+    async def check_writes(self, *, probe_interval_s: float = 1.0) -> WriteHealth:
+        """The write health; while writes are failing, first a probe transaction (at most one per
+        ``probe_interval_s``, so a busy ``/readyz`` does not hammer a sick database), which clears the failure when
+        it commits. Never raises.
+
+        Not after a ``PositionConflict``: another process wrote to this database, which a probe cannot see (it
+        succeeds); that stays reported until one of our own batches commits on the re-read position."""
+        if self._health.ok or self._closed or self._conflict:
+            return self._health
+        now = time.monotonic()
+        if now - self._last_probe < probe_interval_s:
+            return self._health
+        self._last_probe = now
+        try:
+            await self._batch_writer.probe()
+        except Exception as e:
+            self._write_failed(e)
+            log.warning("storage: probe write failed: %s", describe(e), extra={"throttle": ("storage-probe",)})
+        else:
+            log.info("storage: probe write succeeded; writes work again")
+            self._write_succeeded()
+        return self._health
+
+    def _write_failed(self, e: BaseException) -> None:
+        self._conflict = isinstance(e, PositionConflict)
+        h = self._health
+        self._health = WriteHealth(
+            ok=False,
+            failing_since_ms=h.failing_since_ms if h.failing_since_ms is not None else int(time.time() * 1000),
+            consecutive_failures=h.consecutive_failures + 1,
+            last_error=_describe_write_error(e),
+        )
+
+    def _write_succeeded(self) -> None:
+        if not self._health.ok:
+            self._health = WriteHealth(ok=True)
+            self._conflict = False
+
+    def _observe(self, records: int, seconds: float, ok: bool) -> None:
+        if self.on_batch is not None:
+            try:
+                self.on_batch(records, seconds, ok)
+            except Exception:
+                log.exception("storage: on_batch observer raised")
+
+    # ------------------------------------------------------------------------------------------------ recovery
+
+    async def load(self) -> list[StateRecord]:
+        """The state records to replay, from the current-state snapshot: groups (log order), then offsets."""
+        try:
+            async with self.engine.connect() as conn:
+                if self._dialect == "postgresql":  # one snapshot for the three reads, even if someone writes
+                    await conn.execution_options(isolation_level="REPEATABLE READ")
+                return await _load(conn)
+        except Exception as e:
+            raise StorageError(f"cannot load the coordinator state: {describe(e)}") from e
+
+    # ------------------------------------------------------------------------------------------------ retention
+
+    async def prune_history(self, older_than_ms: int, *, positions_per_step: int = 5_000) -> int:
+        """Delete log and history rows of batches whose newest record is older than ``older_than_ms`` (epoch ms).
+
+        Works in small position ranges, one short transaction each, yielding to the loop between them, so the
+        writer is never blocked for long. The current-state tables are never pruned. Returns rows deleted."""
+        try:
+            return await self._prune(older_than_ms, positions_per_step)
+        except Exception as e:
+            raise StorageError(f"history pruning failed: {describe(e)}") from e
+
+    async def run_history_pruning(
+        self,
+        retention_ms: int = DEFAULT_HISTORY_RETENTION_MS,
+        interval_s: float = 3600.0,
+        *,
+        now_ms: Callable[[], int] | None = None,
+    ) -> None:
+        """Prune history older than ``retention_ms`` now and then every ``interval_s``, until cancelled. A failed
+        pass (database away) is logged and retried at the next interval. Run it as a task; cancel it on shutdown."""
+        clock = now_ms if now_ms is not None else (lambda: int(time.time() * 1000))
+        while True:
+            try:
+                deleted = await self.prune_history(clock() - retention_ms)
+                if deleted:
+                    log.info("storage: pruned %d history rows older than %d ms", deleted, retention_ms)
+            except StorageError as e:
+                log.warning("storage: %s", e)
+            await asyncio.sleep(interval_s)
+
+    async def _prune(self, older_than_ms: int, step: int) -> int:
+        async with self.engine.connect() as conn:
+            young = (
+                await conn.execute(
+                    select(func.min(m.LogBatch.first_position)).where(m.LogBatch.timestamp_ms >= older_than_ms)
+                )
+            ).scalar()
+            oldest = (await conn.execute(select(func.min(m.LogBatch.first_position)))).scalar()
+            if young is None:
+                young = (await conn.execute(select(m.LogState.last_position).where(m.LogState.id == 1))).scalar_one()
+                young += 1
+        if oldest is None:
+            return 0
+        deleted = 0
+        lo = int(oldest)
+        end = int(young)  # exclusive: the first position that must stay
+        while lo < end:
+            hi = min(lo + step, end)
+            async with self.engine.begin() as conn:
+                for model in m.HISTORY_TABLES:
+                    pos = table(model).c.position
+                    result = await conn.execute(delete(model).where(pos >= lo, pos < hi))
+                    deleted += max(result.rowcount, 0)
+                await conn.execute(delete(m.LogBatch).where(m.LogBatch.last_position < hi))
+            lo = hi
+            await asyncio.sleep(0)
+        return deleted
+
+    # ------------------------------------------------------------------------------------------------ reads
+
+    @property
+    def queries(self) -> StorageQueries:
+        return StorageQueries(self.engine)
+
+
+async def _load(conn: AsyncConnection) -> list[StateRecord]:
+    members: dict[str, list[MemberMetadata]] = {}
+    gm = table(m.CurrentGroupMember)
+    for row in await conn.execute(select(gm).order_by(gm.c.group_id, gm.c.member_index)):
+        members.setdefault(row.group_id, []).append(
+            MemberMetadata(
+                member_id=row.member_id,
+                group_instance_id=row.group_instance_id,
+                client_id=row.client_id,
+                client_host=row.client_host,
+                rebalance_timeout_ms=row.rebalance_timeout_ms,
+                session_timeout_ms=row.session_timeout_ms,
+                subscription=bytes(row.subscription),
+                assignment=bytes(row.assignment),
+            )
+        )
+    out: list[StateRecord] = []
+    g = table(m.CurrentGroup)
+    for row in await conn.execute(select(g).order_by(g.c.position)):
+        out.append(
+            GroupMetadataRecord(
+                group_id=row.group_id,
+                protocol_type=row.protocol_type,
+                generation_id=row.generation_id,
+                protocol=row.protocol,
+                leader=row.leader,
+                current_state_timestamp_ms=row.current_state_timestamp_ms,
+                members=tuple(members.get(row.group_id, ())),
+                timestamp_ms=row.timestamp_ms,
+            )
+        )
+    o = table(m.CurrentOffset)
+    result = await conn.execute(
+        select(
+            o.c.group_id,
+            o.c.topic,
+            o.c.partition_index,
+            o.c.committed_offset,
+            o.c.leader_epoch,
+            o.c.commit_metadata,
+            o.c.commit_timestamp_ms,
+            o.c.expire_timestamp_ms,
+            o.c.member_id,
+            o.c.generation_id,
+        ).order_by(o.c.group_id, o.c.topic, o.c.partition_index)
+    )
+    out.extend(
+        OffsetCommitRecord(group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation)
+        for group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation in result
+    )
+    return out
+
+
+def _claim(url: str) -> DatabaseLock | None:
+    """The lock of an SQLite database file (after checking it is writable); None for a server database."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    if parsed.database.startswith("file:"):
+        return None  # a URI filename: writer_for refuses it with its own message
+    return claim_sqlite_database(parsed.database)
+
+
+def _describe_write_error(e: BaseException) -> str:
+    """The driver's own words ("database or disk is full", "attempt to write a readonly database"), without the
+    SQLAlchemy wrapping, for the readiness answer."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text[:300]
+
+
+def _is_data_error(e: BaseException) -> bool:
+    """A failure that writing the same records again would repeat (as opposed to the database being unavailable):
+    a value the driver or database refuses (SQLSTATE class 22 data exception / 23 integrity violation, e.g. a NUL
+    character in a PostgreSQL text column), or one Python cannot convert."""
+    if isinstance(e, OverflowError | ValueError | TypeError | UnicodeError):
+        return True
+    if isinstance(e, sa_exc.DataError | sa_exc.IntegrityError):
+        return True
+    if isinstance(e, sqlite3.IntegrityError | sqlite3.DataError | sqlite3.InterfaceError | sqlite3.ProgrammingError):
+        return True  # sqlite3 (the batch writer): a constraint, or a value it cannot bind
+    state = getattr(e, "sqlstate", None)  # asyncpg's own exceptions (the batch writer)
+    if isinstance(state, str):
+        return state[:2] in ("22", "23")
+    if isinstance(e, sa_exc.DBAPIError):
+        state = getattr(e.orig, "sqlstate", None) or getattr(e.orig, "pgcode", None)
+        return isinstance(state, str) and state[:2] in ("22", "23")
+    return isinstance(e, sa_exc.StatementError)  # parameter processing failed before reaching the database

@@ -27,11 +27,13 @@ def response_cls(ctx: RequestContext) -> Any:
     return cls
 
 
-class Pending(Generic[T, R]):
-    """A parked answer: ``fn(value)`` once the core resolves ``deferred``.
+class DeferredAnswer(Generic[T, R]):
+    """An adapter's deferred answer: ``fn(value)`` once the core resolves ``deferred``.
 
-    The server completes it from the Deferred's callback (no task, future or coroutine per parked request: a
-    1,000-member rebalance parks 2,000 of them); anything else can simply ``await`` it."""
+    "Deferred" is the one word for a reply that is not ready yet, in every layer: the core returns a ``Deferred``,
+    an adapter wraps it in a ``DeferredAnswer``, the listener queues a ``DeferredSlot`` for it. The server completes
+    it from the Deferred's callback (no task, future or coroutine per deferred request: a 1,000-member rebalance
+    defers 2,000 of them); anything else can simply ``await`` it."""
 
     __slots__ = ("deferred", "fn")
 
@@ -46,11 +48,11 @@ class Pending(Generic[T, R]):
         return self.fn(await deferred_to_future(self.deferred))
 
 
-def then(deferred: Deferred[T], fn: Callable[[T], R]) -> R | Pending[T, R]:
-    """``fn(result)`` now if the core already answered, else a ``Pending`` of it (a parked request)."""
+def then(deferred: Deferred[T], fn: Callable[[T], R]) -> R | DeferredAnswer[T, R]:
+    """``fn(result)`` now if the core already answered, else a ``DeferredAnswer`` of it (a deferred request)."""
     if deferred.done:
         return fn(deferred.result())
-    return Pending(deferred, fn)
+    return DeferredAnswer(deferred, fn)
 
 
 def ms(value: Any) -> int:

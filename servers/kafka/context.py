@@ -76,7 +76,7 @@ class Services:
     topics: TopicRegistry
     node: Node
     supported_versions: dict[int, tuple[int, int]] = field(default_factory=dict)
-    max_fetch_wait_ms: int = 30_000  # cap on a Fetch's max_wait (a client cannot park a request for ever)
+    max_fetch_wait_ms: int = 30_000  # cap on a Fetch's max_wait (a client cannot defer an answer for ever)
     closing: bool = False
     # called with (api_key, seconds from decode to answer[, error, requests]) once per answered request, or once per
     # ``requests`` answered requests of which this one was timed (Heartbeat), or with seconds None for an answer
@@ -84,6 +84,7 @@ class Services:
     observe_request: RequestObserver | None = None
 
 
-# A handler returns the kio response body, or an awaitable of it for requests that park (JoinGroup, SyncGroup, Fetch,
-# and anything waiting for a durable write).
+# A handler returns the kio response body, a finished frame (bytes), or an awaitable of either for requests whose
+# answer is deferred (JoinGroup, SyncGroup, Fetch, and anything waiting for a durable write): a
+# ``_util.DeferredAnswer`` around the core's ``Deferred``, or a coroutine (run as a task).
 Handler = Callable[[Services, RequestContext, Any], Any | Awaitable[Any]]

@@ -1,10 +1,10 @@
 """The Kafka listener: one asyncio server, many connections, requests answered strictly in order per connection.
 
 Per connection (an ``asyncio.Protocol``: no task or stream objects) every complete frame that arrives is decoded
-and dispatched at once - so a parked JoinGroup/SyncGroup/Fetch does not stop the connection from reading
+and dispatched at once - so a deferred JoinGroup/SyncGroup/Fetch does not stop the connection from reading
 (pipelining) nor any other connection from being served - and one *slot* per request is queued: the encoded
 response, or a task that will produce it. Slots leave in request order: whatever is ready at the head of the queue
-is written in one ``transport.write`` (one send for a batch of pipelined requests), a parked head holds the ones
+is written in one ``transport.write`` (one send for a batch of pipelined requests), a deferred head holds the ones
 behind it until its task is done. At ``max_inflight`` queued slots, or while the transport's write buffer is full,
 reading is paused until the queue drains (TCP back-pressure on a client that pipelines without reading).
 
@@ -20,12 +20,12 @@ heap ordered by due time), ``max.connections`` / ``max.connections.per.ip`` / ``
 (a connection over a limit is closed as soon as it is accepted) and ``max_inflight`` (queued answers per connection).
 
 Closing on time: a connection the daemon decides to close (malformed frame, unsupported request without an error
-response, client EOF, idle) is closed at once: the answers ready before the first parked one are written, every
-parked request is dropped (its member is treated as Kafka treats a vanished client: its session times out).
+response, client EOF, idle) is closed at once: the answers ready before the first deferred one are written, every
+deferred request is dropped (its member is treated as Kafka treats a vanished client: its session times out).
 
 Faults: a codec error is the peer's fault. An unsupported ApiVersions version gets the v0 error-35 frame and the
 connection stays open; another unsupported api/version gets the API's error response when one can be encoded,
-otherwise the connection is closed after the already-encoded responses before it (parked ones are dropped, as on
+otherwise the connection is closed after the already-encoded responses before it (deferred ones are dropped, as on
 any close); a malformed or oversized frame is logged and that connection closed. A handler exception is an
 internal error: ``servers.kafka.errors.error_body`` turns it into the API's UNKNOWN_SERVER_ERROR response. Nothing
 that happens on one connection can stop the server or another connection.
@@ -53,7 +53,7 @@ from protocol.framing import FrameDecoder
 from protocol.responses import invalid_request_frame, unsupported_response_frame
 from runtime.metrics import ConnectionStats
 from servers.kafka import HANDLERS, RequestContext, Services
-from servers.kafka._util import Pending
+from servers.kafka._util import DeferredAnswer
 from servers.kafka.errors import error_body
 
 log = logging.getLogger("servers.kafka.listener")
@@ -73,9 +73,10 @@ LARGE_WRITE = 65_536  # an answer this large is written on its own (see Connecti
 HEARTBEAT_TIMING_SAMPLE = 64  # one heartbeat in 64 is timed for kgc_request_seconds (all are counted)
 
 
-class Parked:
-    """A queued answer that is not ready yet: a parked JoinGroup/SyncGroup, completed from the core's Deferred
-    callback, or a delayed Fetch, completed by its task. ``frame`` None closes the connection, like a None slot."""
+class DeferredSlot:
+    """A connection's queued answer that is not ready yet: an adapter's ``DeferredAnswer`` (JoinGroup, SyncGroup, a
+    commit waiting for its durable write), completed from the core's ``Deferred`` callback, or a delayed Fetch,
+    completed by its task. ``frame`` None closes the connection, like a None slot."""
 
     __slots__ = ("abandoned", "connection", "frame", "ready", "task")
 
@@ -92,7 +93,7 @@ class Parked:
         self.ready = True
         self.frame = frame
         if self.connection is not None:
-            self.connection._on_parked_done()
+            self.connection._on_deferred_done()
 
     def abandon(self) -> None:
         """The connection is gone: the answer is not wanted (nor encoded) any more."""
@@ -102,7 +103,7 @@ class Parked:
             self.task.cancel()
 
 
-Slot = bytes | None | Parked
+Slot = bytes | None | DeferredSlot
 
 
 class RequestMemory:
@@ -144,7 +145,7 @@ class Connection(asyncio.Protocol):
     """One client connection, driven by the transport's callbacks (no task per connection, no stream objects).
 
     ``data_received`` decodes and dispatches every complete frame at once and writes every answer that is ready in
-    one ``transport.write``; a parked request's task writes its answer (and any ready ones behind it) when it is
+    one ``transport.write``; a deferred request's task writes its answer (and any ready ones behind it) when it is
     done. At ``max_inflight`` queued slots, or while the transport's write buffer is full (``pause_writing``), the
     remaining frames wait in ``backlog`` and reading is paused: TCP flow control slows the client down.
     """
@@ -218,7 +219,7 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         # The peer will send nothing more: Kafka closes such a connection at once. Answers ready now are written,
-        # parked requests dropped (see _finish).
+        # deferred requests dropped (see _finish).
         self._finish("eof")
         return True  # the transport is closed by _finish, after the ready answers
 
@@ -235,7 +236,7 @@ class Connection(asyncio.Protocol):
             log.debug("connection %s lost: %s", self.peer, exc)
         self.closing = True
         self.backlog.clear()
-        self._abandon_parked()
+        self._abandon_deferred()
         self.slots.clear()
         self._release_memory()
         if self.ip is not None:
@@ -333,8 +334,8 @@ class Connection(asyncio.Protocol):
             memory.wake()
 
     def _dispatch(self, frame: bytes) -> bool:
-        """Queue the answer to one frame. False means: stop reading; the answers already encoded are written, parked
-        ones dropped, then the connection is closed."""
+        """Queue the answer to one frame. False means: stop reading; the answers already encoded are written,
+        deferred ones dropped, then the connection is closed."""
         try:
             request = decode_request(frame)
         except UnsupportedApi as exc:
@@ -387,11 +388,11 @@ class Connection(asyncio.Protocol):
         self.slots.append(slot)
         if len(self.slots) > self.peak_inflight:
             self.peak_inflight = len(self.slots)
-        if isinstance(slot, Parked) and not slot.ready:
+        if isinstance(slot, DeferredSlot) and not slot.ready:
             slot.connection = self
 
-    def _on_parked_done(self) -> None:
-        """A parked answer is ready. Called from inside the core (a Deferred being resolved), so nothing is done
+    def _on_deferred_done(self) -> None:
+        """A deferred answer is ready. Called from inside the core (a Deferred being resolved), so nothing is done
         here: the connection is flushed, and frames waiting in the backlog dispatched, once at the end of this loop
         iteration (``KafkaServer._flush_ready``). A group commit completes hundreds of requests at once; their answers
         leave in one write per connection, not one send each (the clients' next requests then come back batched too).
@@ -404,16 +405,16 @@ class Connection(asyncio.Protocol):
         self._ready_soon = False
         if self.closing:
             return
-        self.last_active = self.server.active_clock  # a parked answer is written (connections.max.idle.ms)
+        self.last_active = self.server.active_clock  # a deferred answer is written (connections.max.idle.ms)
         if self.backlog:
             self._process()  # writes what is ready, then dispatches the waiting frames
         else:
             self._flush()
 
     def _finish(self, cause: str) -> None:
-        """Close now: the answers ready before the first parked one are written, every parked request is dropped
-        (never wait for one: a Fetch held for max_wait or a JoinGroup may take minutes), then the transport closes
-        (after sending what it buffered)."""
+        """Close now: the answers ready before the first deferred one are written, every deferred request is
+        dropped (never wait for one: a Fetch held for max_wait or a JoinGroup may take minutes), then the transport
+        closes (after sending what it buffered)."""
         if self.closing:
             return
         self.closing = True
@@ -423,11 +424,11 @@ class Connection(asyncio.Protocol):
         slots = self.slots
         chunks: list[bytes] = []
         for head in slots:
-            data = head.frame if isinstance(head, Parked) and head.ready else head
-            if data is None or isinstance(data, Parked):
+            data = head.frame if isinstance(head, DeferredSlot) and head.ready else head
+            if data is None or isinstance(data, DeferredSlot):
                 break
             chunks.append(data)
-        self._abandon_parked()
+        self._abandon_deferred()
         slots.clear()
         self._release_memory()
         transport = self.transport
@@ -451,7 +452,7 @@ class Connection(asyncio.Protocol):
         close = False
         while slots:
             head = slots[0]
-            if isinstance(head, Parked):
+            if isinstance(head, DeferredSlot):
                 if not head.ready:
                     break
                 data = head.frame
@@ -472,23 +473,23 @@ class Connection(asyncio.Protocol):
                 break
         if chunks:
             transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        if close:  # a parked answer could not even be encoded as an error response
+        if close:  # a deferred answer could not even be encoded as an error response
             slots.clear()
             self._finish("error")  # after the buffered answers are sent
 
-    def _abandon_parked(self) -> None:
+    def _abandon_deferred(self) -> None:
         for slot in self.slots:
-            if isinstance(slot, Parked):
+            if isinstance(slot, DeferredSlot):
                 slot.abandon()
 
     def abort(self) -> None:
-        """Server stop: close at once, parked requests dropped and unwritten answers too."""
+        """Server stop: close at once, deferred requests dropped and unwritten answers too."""
         if not self.closing:
             self.close_cause = "shutdown"
             self.server._count_closed("shutdown")
         self.closing = True
         self.backlog.clear()
-        self._abandon_parked()
+        self._abandon_deferred()
         self.slots.clear()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
@@ -553,7 +554,7 @@ class KafkaServer:
         self.muted_total = 0  # times a connection was muted for queued.max.request.bytes
         self._server: asyncio.Server | None = None
         self.open_connections: set[Connection] = set()
-        self._ready: list[Connection] = []  # connections with parked answers that became ready (see _flush_ready)
+        self._ready: list[Connection] = []  # connections whose deferred answers became ready (see _flush_ready)
         self.heartbeat_sample = 0  # heartbeats answered since the last timed one (see handle)
         self.heartbeat_sample_errors = 0  # of those, the ones answered with an error (already counted under it)
         # connections.max.idle.ms: (due, seq, connection) with due >= the last time the connection was checked +
@@ -597,7 +598,7 @@ class KafkaServer:
         log.info("kafka listener started host=%s port=%d", self.host, self.bound_port)
 
     async def stop(self) -> None:
-        """Stop accepting, then close every connection (parked requests are dropped with them)."""
+        """Stop accepting, then close every connection (deferred requests are dropped with them)."""
         self.services.closing = True
         if self._idle_handle is not None:
             self._idle_handle.cancel()
@@ -729,7 +730,7 @@ class KafkaServer:
     # ---------------------------------------------------------------------------------------------------- dispatch
 
     def handle(self, request: Request, client_host: str) -> Slot:
-        """The slot answering ``request``: the encoded frame, or a ``Parked`` answer completed later.
+        """The slot answering ``request``: the encoded frame, or a ``DeferredSlot`` completed later.
 
         Heartbeat, the most frequent request, is answered right here: straight to the core and a packed answer,
         without the request context, adapter and kio response object of the generic path (and without a call of its
@@ -775,17 +776,17 @@ class KafkaServer:
                 observe(key, perf_counter() - started, ctx.error)
             return frame
         # A kio body (has __api_key__) is encoded at once, a finished frame (bytes) written as it is; anything else
-        # is a parked answer. The error reported is a kio body's top-level error_code, else ``ctx.error`` (set by
+        # is a deferred answer. The error reported is a kio body's top-level error_code, else ``ctx.error`` (set by
         # the adapter of a finished frame or of an answer with per-entry errors).
         if result.__class__ is bytes:
             if observe is not None:
                 observe(key, perf_counter() - started, ctx.error)
             return result  # type: ignore[no-any-return]
         if getattr(result.__class__, "__api_key__", None) is None:
-            if isinstance(result, Pending):
-                return self._park(request, ctx, result, started)
+            if isinstance(result, DeferredAnswer):
+                return self._defer(request, ctx, result, started)
             if asyncio.iscoroutine(result):
-                return self._park_task(request, ctx, result, started)
+                return self._defer_task(request, ctx, result, started)
         try:
             frame = encode_response(header, result)
         except Exception as exc:
@@ -817,41 +818,43 @@ class KafkaServer:
         if observe is not None:
             observe(_HEARTBEAT, None, error)
 
-    def _park(self, request: Request, ctx: RequestContext, pending: Pending[Any, Any], started: float) -> Parked:
+    def _defer(
+        self, request: Request, ctx: RequestContext, answer: DeferredAnswer[Any, Any], started: float
+    ) -> DeferredSlot:
         """Answer when the core resolves the Deferred: build and encode in its callback, no task."""
-        parked = Parked()
+        slot = DeferredSlot()
         observe = self.services.observe_request
 
         def ready(value: Any) -> None:
-            if parked.abandoned:
+            if slot.abandoned:
                 return
             try:
-                frame = self._encode(request, ctx, pending.fn(value))
+                frame = self._encode(request, ctx, answer.fn(value))
             except Exception as exc:
                 frame = self._error_frame(request, ctx, exc)
             if observe is not None:
                 observe(ctx.api_key, perf_counter() - started, ctx.error)
-            parked.complete(frame)
+            slot.complete(frame)
 
-        pending.deferred.add_callback(ready)
-        return parked
+        answer.deferred.add_callback(ready)
+        return slot
 
-    def _park_task(
+    def _defer_task(
         self, request: Request, ctx: RequestContext, result: Coroutine[Any, Any, Any], started: float
-    ) -> Parked:
+    ) -> DeferredSlot:
         """An answer produced by a coroutine (a Fetch waiting max_wait_ms): run it as a task."""
-        parked = Parked()
-        parked.task = task = asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
+        slot = DeferredSlot()
+        slot.task = task = asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
         observe = self.services.observe_request
 
         def done(t: asyncio.Task[bytes | None]) -> None:
             if observe is not None:
                 observe(ctx.api_key, perf_counter() - started, ctx.error)
             if not t.cancelled():
-                parked.complete(t.result())
+                slot.complete(t.result())
 
         task.add_done_callback(done)
-        return parked
+        return slot
 
     async def _finish(self, request: Request, ctx: RequestContext, result: Coroutine[Any, Any, Any]) -> bytes | None:
         try:

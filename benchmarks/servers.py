@@ -80,7 +80,7 @@ def daemon(
     port = free_port()
     argv = [
         "-m",
-        "coordinator",
+        "daemon",
         "serve",
         "--kafka-listen",
         f"127.0.0.1:{port}",

@@ -35,7 +35,7 @@ def readyz(http_port: int) -> bool:
 def one_run(data_dir: Path, storage_url: str | None, log_path: Path, timeout_s: float) -> dict[str, float]:
     port, http_port = free_port(), free_port()
     args = [
-        sys.executable, "-m", "coordinator", "serve",
+        sys.executable, "-m", "daemon", "serve",
         "--kafka-listen", f"127.0.0.1:{port}",
         "--http-listen", f"127.0.0.1:{http_port}",
         "--data-dir", str(data_dir),

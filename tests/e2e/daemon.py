@@ -80,7 +80,7 @@ class Daemon:
 
     def args(self) -> list[str]:
         args = [
-            sys.executable, "-m", "coordinator", "serve",
+            sys.executable, "-m", "daemon", "serve",
             "--kafka-listen", f"127.0.0.1:{self.port}",
             "--http-listen", f"127.0.0.1:{self.http_port}",
             "--data-dir", str(self.workdir / "data"),

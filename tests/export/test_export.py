@@ -223,7 +223,7 @@ def test_cli_export_of_a_sqlite_data_dir(tmp_path: Path) -> None:
     db = tmp_path / "data" / "coordinator.db"
     asyncio.run(_append(Database("sqlite", f"sqlite+aiosqlite:///{db}", sqlite_path=db), FIRST))
     out = tmp_path / "export"
-    cmd = [sys.executable, "-m", "coordinator", "export", "--out", str(out), "--data-dir", str(db.parent)]
+    cmd = [sys.executable, "-m", "daemon", "export", "--out", str(out), "--data-dir", str(db.parent)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = dict(line.split("\t", 1) for line in done.stdout.splitlines())

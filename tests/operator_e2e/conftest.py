@@ -51,7 +51,7 @@ def api_get(base: str, path: str) -> Any:
 
 def cli(base: str, *args: str, json_output: bool = True) -> subprocess.CompletedProcess[str]:
     """``kgc <args> --url BASE [--json]`` as a separate process, like an operator's shell runs it."""
-    argv = [sys.executable, "-m", "coordinator", *args, "--url", base]
+    argv = [sys.executable, "-m", "daemon", *args, "--url", base]
     if json_output:
         argv.append("--json")
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)

@@ -50,7 +50,7 @@ def main() -> None:
     per_connection = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000
     port = _free_port()
     env = {**os.environ, "KGC_LOG__LEVEL": "WARNING"}
-    daemon = subprocess.Popen([sys.executable, "-m", "coordinator", "serve", "--kafka-listen", f"127.0.0.1:{port}"],
+    daemon = subprocess.Popen([sys.executable, "-m", "daemon", "serve", "--kafka-listen", f"127.0.0.1:{port}"],
                               env=env)  # fmt: skip
     try:
         deadline = time.monotonic() + 10

@@ -135,7 +135,7 @@ class Story:
 
 
 def _export(d: Daemon, out: Path) -> dict[str, str]:
-    cmd = [sys.executable, "-m", "coordinator", "export", "--out", str(out), "--data-dir", str(d.workdir / "data")]
+    cmd = [sys.executable, "-m", "daemon", "export", "--out", str(out), "--data-dir", str(d.workdir / "data")]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return dict(line.split("\t", 1) for line in done.stdout.splitlines())

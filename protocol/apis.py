@@ -57,6 +57,7 @@ SUPPORTED_VERSIONS: Final[MappingProxyType[int, tuple[int, int]]] = MappingProxy
         ApiKey.DESCRIBE_GROUPS: (0, 5),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
+        ApiKey.DESCRIBE_CLUSTER: (0, 2),
     }
 )
 

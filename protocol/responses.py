@@ -311,6 +311,7 @@ _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.DESCRIBE_GROUPS: _build_describe_groups,
     ApiKey.DELETE_GROUPS: _build_delete_groups,
     ApiKey.OFFSET_DELETE: _build_offset_delete,
+    ApiKey.DESCRIBE_CLUSTER: _build_top_level,
 }
 
 

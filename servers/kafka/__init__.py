@@ -8,6 +8,7 @@ from __future__ import annotations
 from protocol.apis import ApiKey
 
 from .context import CoordinatorApi, Handler, Node, RequestContext, Services
+from .describe_cluster import handle_describe_cluster
 from .find_coordinator import handle_find_coordinator
 from .groups_admin import handle_delete_groups, handle_describe_groups, handle_list_groups
 from .membership import handle_heartbeat, handle_join_group, handle_leave_group, handle_sync_group
@@ -32,6 +33,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
 }
 
 __all__ = ["HANDLERS", "CoordinatorApi", "Handler", "Node", "RequestContext", "Services"]

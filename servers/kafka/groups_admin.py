@@ -14,12 +14,9 @@ from protocol.errors import ErrorCode
 
 from . import sliced
 from ._util import response_cls, then
+from .authorized import GROUP_OPERATIONS, NOT_REQUESTED
 from .build import build
 from .context import RequestContext, Services
-
-# Kafka's AclOperation bits for what a group allows when authorization is off: READ(3), DESCRIBE(8), DELETE(6).
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-_NOT_REQUESTED = -(2**31)
 
 
 def handle_list_groups(services: Services, ctx: RequestContext, body: Any) -> Any:
@@ -48,7 +45,7 @@ def _described(group: m.DescribedGroup, include_operations: bool) -> dict[str, A
         "protocol_type": group.protocol_type,
         "protocol_data": group.protocol_data,
         "authorized_operations": (
-            _GROUP_OPERATIONS if include_operations and group.error is ErrorCode.none else _NOT_REQUESTED
+            GROUP_OPERATIONS if include_operations and group.error is ErrorCode.none else NOT_REQUESTED
         ),
         "members": [
             {

@@ -39,11 +39,11 @@ from protocol.headers import RequestHeader
 from protocol.hot_responses import uvarint as _uvarint
 
 from ._util import response_cls
+from .authorized import NOT_REQUESTED
 from .build import build
 from .context import Node, RequestContext, Services
 
 _NULL_UUID = uuid.UUID(int=0)
-_NOT_REQUESTED = -(2**31)  # topic_authorized_operations when the client did not ask for them
 SLICE_SECONDS = 0.005  # longest an encoding step runs before it yields to the event loop
 KEEP = 3  # version families whose topic entries are kept, and versions whose answer for every topic is kept
 
@@ -54,7 +54,7 @@ FAMILY = (0, 1, 1, 1, 1, 5, 5, 7, 8, 9, 10, 10, 10)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
-_NOT_REQUESTED_BYTES = _I32.pack(_NOT_REQUESTED)
+_NOT_REQUESTED_BYTES = _I32.pack(NOT_REQUESTED)  # topic_authorized_operations: always 'not requested'
 
 
 def _array_length(flexible: bool, n: int) -> bytes:

@@ -405,3 +405,67 @@ async def test_list_describe_delete_groups_every_version(h: Harness, version: in
             (f"v{version}", ErrorCode.none),
             ("absent", ErrorCode.group_id_not_found),
         ]
+
+
+# ------------------------------------------------------------------------------------------------ DescribeCluster
+
+
+def _describe_cluster_expected(version: int, include_operations: bool) -> Any:
+    """The answer written out with kio's own classes: this node (the harness's Node) as broker and controller."""
+    from kio.index import load_response_schema
+
+    cls = load_response_schema(60, version)
+    broker_cls = cls.__dataclass_fields__["brokers"].type.__args__[0]
+    broker: dict[str, Any] = {"broker_id": 7, "host": "coord.example", "port": 19092, "rack": None}
+    if version >= 2:
+        broker["is_fenced"] = False
+    fields: dict[str, Any] = {
+        "throttle_time": timedelta(0),
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "cluster_id": "cluster-x",
+        "controller_id": 7,
+        "brokers": (broker_cls(**broker),),
+        # KIP-430 bits CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11)
+        # IDEMPOTENT_WRITE(12): Kafka's answer with authorization off; -2^31 when not asked for.
+        "cluster_authorized_operations": 0b1_1111_1010_0000 if include_operations else -(2**31),
+    }
+    if version >= 1:
+        fields["endpoint_type"] = 1
+    return cls(**fields)
+
+
+@pytest.mark.parametrize("include_operations", [False, True])
+@pytest.mark.parametrize("version", range(0, 3))
+async def test_describe_cluster_every_version_is_this_node(h: Harness, version: int, include_operations: bool) -> None:
+    from protocol.codec import encode_response
+    from protocol.headers import RequestHeader
+
+    extra: dict[str, Any] = {"include_cluster_authorized_operations": include_operations}
+    if version >= 1:
+        extra["endpoint_type"] = 1
+    if version >= 2:
+        extra["include_fenced_brokers"] = True
+    response = await h.respond(60, version, **extra)
+    expected = _describe_cluster_expected(version, include_operations)
+    assert response == expected
+    header = RequestHeader(60, version, 5, "cid")
+    assert encode_response(header, response) == encode_response(header, expected)  # golden bytes: kio's own
+
+
+@pytest.mark.parametrize(
+    ("endpoint_type", "error"),
+    [(2, ErrorCode.mismatched_endpoint_type), (0, ErrorCode.unsupported_endpoint_type),
+     (3, ErrorCode.unsupported_endpoint_type), (-1, ErrorCode.unsupported_endpoint_type)],
+)  # fmt: skip
+@pytest.mark.parametrize("version", [1, 2])
+async def test_describe_cluster_answers_brokers_only(
+    h: Harness, version: int, endpoint_type: int, error: ErrorCode
+) -> None:
+    extra: dict[str, Any] = {"include_fenced_brokers": False} if version >= 2 else {}
+    response = await h.respond(
+        60, version, include_cluster_authorized_operations=True, endpoint_type=endpoint_type, **extra
+    )
+    assert response.error_code is error and response.error_message
+    assert (response.brokers, response.cluster_id, response.controller_id) == ((), "", -1)
+    assert (response.endpoint_type, response.cluster_authorized_operations) == (1, -(2**31))

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -67,6 +68,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     15: (DescribeGroupsRequest, DescribeGroupsResponse),
     42: (DeleteGroupsRequest, DeleteGroupsResponse),
     47: (OffsetDeleteRequest, OffsetDeleteResponse),
+    60: (DescribeClusterRequest, DescribeClusterResponse),
 }
 
 _ERRORS = [

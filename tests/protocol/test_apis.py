@@ -21,6 +21,7 @@ SPEC = {
     "DescribeGroups": (15, 0, 5),
     "DeleteGroups": (42, 0, 2),
     "OffsetDelete": (47, 0, 0),
+    "DescribeCluster": (60, 0, 2),
 }
 
 
@@ -34,6 +35,7 @@ def test_api_key_numbers_are_kafkas() -> None:
     assert ApiKey.JOIN_GROUP == 11 and ApiKey.HEARTBEAT == 12 and ApiKey.LEAVE_GROUP == 13
     assert ApiKey.SYNC_GROUP == 14 and ApiKey.DESCRIBE_GROUPS == 15 and ApiKey.LIST_GROUPS == 16
     assert ApiKey.API_VERSIONS == 18 and ApiKey.DELETE_GROUPS == 42 and ApiKey.OFFSET_DELETE == 47
+    assert ApiKey.DESCRIBE_CLUSTER == 60
 
 
 ALL_VERSIONS = [(n, k, v) for n, (k, lo, hi) in SPEC.items() for v in range(lo, hi + 1)]

@@ -150,6 +150,45 @@ def test_eof_with_answers_ready_writes_them_then_closes(server: RunningApp) -> N
     client.close()
 
 
+# ------------------------------------------------------------------------------------------ kgc_connections
+
+
+def _served_gauge(running: RunningApp, name: str) -> float:
+    """A gauge as the daemon's HTTP ``/metrics`` serves it (the App's wiring, not the Metrics object in process)."""
+    import urllib.request
+
+    port = running.app.http_port
+    assert port is not None
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def _until_gauge(running: RunningApp, name: str, expected: float) -> None:
+    deadline = time.monotonic() + 5
+    while (value := _served_gauge(running, name)) != expected:
+        assert time.monotonic() < deadline, f"{name} is {value}, expected {expected}"
+        time.sleep(0.02)
+
+
+def test_kgc_connections_counts_the_open_kafka_connections(server: RunningApp) -> None:
+    """Reported as always 0: it follows real TCP connections as they open and close (HTTP scrapes are not Kafka
+    connections and do not count)."""
+    assert _served_gauge(server, "kgc_connections") == 0
+    clients = [WireClient("127.0.0.1", server.port) for _ in range(5)]
+    for client in clients:  # each connection is admitted and served
+        assert client.call(api_versions()).error_code == ErrorCode.none
+    assert _served_gauge(server, "kgc_connections") == 5
+    for client in clients[:2]:
+        client.close()
+    _until_gauge(server, "kgc_connections", 3)
+    for client in clients[2:]:
+        client.close()
+    _until_gauge(server, "kgc_connections", 0)
+
+
 # ------------------------------------------------------------------------------------------- connection limits
 
 

@@ -20,7 +20,6 @@ from coordinator.records import (
     JoinPhaseCompleted,
     MemberJoined,
     MemberMetadata,
-    MemberRemoved,
     RebalanceCause,
     RebalanceStarted,
     RemovalCause,
@@ -37,6 +36,7 @@ from tests.core.conftest import (
     make_env,
     sync,
 )
+from tests.core.expected import completed, empty_group_record, joined, removed, started
 
 S = GroupState
 E = ErrorCode
@@ -55,13 +55,16 @@ def test_session_timeout_bounds_are_inclusive(env: Env, timeout: int, ok: bool) 
     reply = join(env.gm, "g", "", session_timeout_ms=timeout)
     if ok:
         assert reply.result().error is E.member_id_required
+        assert env.take() == [empty_group_record(0)]
     else:
         assert reply.result().error is E.invalid_session_timeout
         assert env.gm.group("g") is None
+        assert env.take() == []
 
 
 def test_invalid_session_timeout_echoes_member_id(env: Env) -> None:
     assert join(env.gm, "g", "m-1", session_timeout_ms=1).result().member_id == "m-1"
+    assert env.take() == []
 
 
 # ------------------------------------------------------------------------------------------ group resolution
@@ -73,8 +76,12 @@ def test_new_group_writes_empty_group_record_without_waiting() -> None:
     assert env.group().state is S.PREPARING_REBALANCE
     assert env.log.pending == 1  # appended, nobody waits for it
     env.log.commit()
-    first = env.records()[0]
-    assert first == GroupMetadataRecord("g", "", 0, None, None, 500, (), 500)
+    (member_id,) = env.group().members
+    assert env.take() == [
+        empty_group_record(500),
+        joined(member_id, 500),
+        started(0, RebalanceCause.NEW_MEMBER, 500, previous="Empty", member=member_id),
+    ]
 
 
 def test_member_id_required_on_new_group_writes_only_the_empty_group_record(env: Env) -> None:
@@ -91,13 +98,19 @@ def test_empty_group_record_failure_does_not_change_sent_response() -> None:
     env.log.fail()
     assert reply.result().error is E.member_id_required
     assert env.gm.group("g") is not None
+    assert env.take() == []  # the failed write never reached the log
 
 
 def test_existing_group_join_writes_no_group_record(env: Env) -> None:
-    form_stable_group(env)
+    sg = form_stable_group(env)
     env.take()
     join_new(env.gm, "g", client_id="late")
-    assert env.records(GroupMetadataRecord) == []
+    (late,) = env.group().members.keys() - set(sg.member_ids)
+    now = env.now()
+    assert env.take() == [
+        joined(late, now, client="late"),
+        started(sg.generation, RebalanceCause.NEW_MEMBER, now, previous="Stable", member=late),
+    ]
 
 
 @pytest.mark.parametrize("instance_id", [None, "inst"])
@@ -106,14 +119,17 @@ def test_member_id_for_absent_group_is_unknown(env: Env, instance_id: str | None
     assert reply.result().error is E.unknown_member_id
     assert reply.result().member_id == "m-1"
     assert env.gm.group("nope") is None
+    assert env.take() == []
 
 
 def test_group_max_size_rejects_new_member_in_stable_group() -> None:
     env = make_env(max_size=2)
     form_stable_group(env, n=2)
+    env.take()
     reply = join(env.gm, "g", "")
     assert (reply.result().error, reply.result().member_id) == (E.group_max_size_reached, "")
     assert env.group().state is S.STABLE
+    assert env.take() == []
 
 
 def test_group_max_size_does_not_limit_member_id_required_in_empty_group() -> None:
@@ -121,12 +137,14 @@ def test_group_max_size_does_not_limit_member_id_required_in_empty_group() -> No
     ids = [join(env.gm, "g", "").result() for _ in range(3)]
     assert all(r.error is E.member_id_required for r in ids)
     assert len(env.group().pending_join_members) == 3
+    assert env.take() == [empty_group_record(0)]  # the first join created the group; pending ids are not written
 
 
 def test_group_max_size_evicts_existing_member_rejoining_too_late() -> None:
     env = make_env(max_size=2)
     sg = form_stable_group(env, n=2)
     a, b = sg.leader, sg.followers[0]
+    rebalance_at = env.now()
     join(env.gm, "g", a)  # leader rejoin: PreparingRebalance, 1 awaiting
     c_reply = join_new(env.gm, "g", client_id="c")  # accepted: 1 awaiting < 2
     (c,) = env.group().members.keys() - {a, b}
@@ -134,11 +152,12 @@ def test_group_max_size_evicts_existing_member_rejoining_too_late() -> None:
     late = join(env.gm, "g", b)  # not awaiting and 2 awaiting already: evicted
     assert (late.result().error, late.result().member_id) == (E.group_max_size_reached, "")
     assert b not in env.group().members
-    assert [(r.member_id, r.cause) for r in env.records(MemberRemoved)] == [(b, RemovalCause.GROUP_MAX_SIZE)]
+    assert env.take() == [removed(b, RemovalCause.GROUP_MAX_SIZE, sg.generation, env.now())]
     env.advance(60_000)  # the join timer completes the phase
     assert env.group().state is S.COMPLETING_REBALANCE
     assert set(env.group().members) == {a, c}
     assert c_reply.result().error is E.none
+    assert env.take() == [completed(sg.generation + 1, [a, c], rebalance_at + 60_000, started_at=rebalance_at)]
 
 
 # ------------------------------------------------------------------------------------------------ new members
@@ -195,7 +214,9 @@ def test_static_member_gets_new_id_on_every_rejoin_with_empty_id() -> None:
 def test_dead_group_rejects_new_member(env: Env) -> None:
     join(env.gm, "g", "")
     env.group().transition_to(S.DEAD, 0)
+    env.take()
     assert join(env.gm, "g", "").result().error is E.coordinator_not_available
+    assert env.take() == []
 
 
 @pytest.mark.parametrize(
@@ -205,29 +226,41 @@ def test_dead_group_rejects_new_member(env: Env) -> None:
 def test_first_member_needs_protocol_type_and_protocols(env: Env, protocol_type: str, protocols: tuple) -> None:
     reply = join(env.gm, "g", "", protocol_type=protocol_type, protocols=protocols)
     assert (reply.result().error, reply.result().member_id) == (E.inconsistent_group_protocol, "")
+    assert env.take() == [empty_group_record(0)]  # R4: the group exists even though its first join was refused
 
 
 def test_join_with_other_protocol_type_or_no_common_protocol_is_inconsistent(env: Env) -> None:
     form_stable_group(env)
+    env.take()
     assert join(env.gm, "g", "", protocol_type="connect").result().error is E.inconsistent_group_protocol
     assert join(env.gm, "g", "", protocols=[("sticky", b"")]).result().error is E.inconsistent_group_protocol
     assert join(env.gm, "g", "", protocols=[("sticky", b""), ("range", b"")]).result().error is E.member_id_required
+    assert env.take() == []
 
 
 def test_protocol_type_of_emptied_group_can_change(env: Env) -> None:
     sg = form_stable_group(env, n=1)
     leave(env.gm, "g", sg.leader)
     assert env.group().state is S.EMPTY and env.group().protocol_type == "consumer"
+    env.take()
+    t0 = env.now()
     reply = join_new(env.gm, "g", protocol_type="connect", protocols=[("v1", b"")])
     env.advance(3_000)
     assert reply.result().error is E.none
     assert env.group().protocol_type == "connect"
+    new = reply.result().member_id
+    assert env.take() == [
+        joined(new, t0, protocols=["v1"]),
+        started(sg.generation + 1, RebalanceCause.NEW_MEMBER, t0, previous="Empty", member=new),
+        completed(sg.generation + 2, [new], t0 + 3_000, started_at=t0, protocol="v1", protocol_type="connect"),
+    ]
 
 
 def test_member_id_required_for_dynamic_v4_plus(env: Env) -> None:
     reply = join(env.gm, "g", "", api_version=4, session_timeout_ms=7_000)
     result = reply.result()
     assert result.error is E.member_id_required
+    assert env.take() == [empty_group_record(0)]
     group = env.group()
     assert group.state is S.EMPTY and not group.members
     assert group.pending_join_members == {result.member_id}
@@ -240,78 +273,112 @@ def test_dynamic_v3_member_is_added_at_once(env: Env) -> None:
     group = env.group()
     assert group.state is S.PREPARING_REBALANCE and len(group.members) == 1
     assert not group.pending_join_members
+    (member_id,) = group.members
+    assert env.take() == [
+        empty_group_record(0),
+        joined(member_id, 0),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=member_id),
+    ]
 
 
 def test_static_member_never_gets_member_id_required(env: Env) -> None:
     reply = join(env.gm, "g", "", instance_id="i", api_version=9)
     assert not reply.done
     assert list(env.group().static_members) == ["i"]
+    member_id = env.group().static_members["i"]
+    assert env.take() == [
+        empty_group_record(0),
+        joined(member_id, 0, instance="i"),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=member_id, instance="i"),
+    ]
 
 
 def test_pending_member_rejoins_and_becomes_member(env: Env) -> None:
     pending = join(env.gm, "g", "").result().member_id
+    assert env.take() == [empty_group_record(0)]
     reply = join(env.gm, "g", pending)
     group = env.group()
     assert pending in group.members and not group.pending_join_members
+    assert env.take() == [
+        joined(pending, 0),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=pending),
+    ]
     env.advance(3_000)
     result = reply.result()
     assert (result.error, result.member_id, result.leader, result.generation_id) == (E.none, pending, pending, 1)
+    assert env.take() == [completed(1, [pending], 3_000, started_at=0)]
 
 
 def test_pending_member_expires_after_its_session_timeout(env: Env) -> None:
     pending = join(env.gm, "g", "", session_timeout_ms=6_000).result().member_id
+    env.take()
     env.advance(5_999)
     assert env.group().pending_join_members == {pending}
     env.advance(1)
     assert not env.group().pending_join_members
     assert join(env.gm, "g", pending).result().error is E.unknown_member_id
+    assert env.take() == []  # a pending id was never a member: no history either
 
 
 def test_second_join_of_pending_member_is_validated_again(env: Env) -> None:
     sg = form_stable_group(env)
+    env.take()
     pending = join(env.gm, "g", "").result().member_id
     reply = join(env.gm, "g", pending, protocols=[("sticky", b"")])
     assert reply.result().error is E.inconsistent_group_protocol
+    assert env.take() == []
     assert pending in env.group().pending_join_members
     assert sg.generation == env.group().generation_id
 
 
 def test_pending_member_with_instance_id_is_an_internal_error(env: Env) -> None:
     pending = join(env.gm, "g", "").result().member_id
+    env.take()
     assert join(env.gm, "g", pending, instance_id="i").result().error is E.unknown_server_error
+    assert env.take() == []
 
 
 def test_pending_members_block_join_completion_until_they_expire(env: Env) -> None:
     sg = form_stable_group(env)
+    env.take()
+    t0 = env.now()
     leader_reply = join(env.gm, "g", sg.leader)
     pending = join(env.gm, "g", "", session_timeout_ms=6_000).result().member_id
     follower_reply = join(env.gm, "g", sg.followers[0])
     assert env.group().state is S.PREPARING_REBALANCE  # everyone joined but an id is pending
     env.advance(5_999)
     assert not leader_reply.done
+    assert env.take() == [started(sg.generation, RebalanceCause.LEADER_REJOIN, t0, previous="Stable", member=sg.leader)]
     env.advance(1)
     assert env.group().state is S.COMPLETING_REBALANCE
     assert leader_reply.result().generation_id == follower_reply.result().generation_id == sg.generation + 1
     assert pending not in env.group().pending_join_members
+    assert env.take() == [completed(sg.generation + 1, sg.member_ids, t0 + 6_000, started_at=t0)]
 
 
 # ------------------------------------------------------------------------------------------ existing members
 def test_existing_member_of_dead_group(env: Env) -> None:
     sg = form_stable_group(env)
     env.group().transition_to(S.DEAD, 0)
+    env.take()
     result = join(env.gm, "g", sg.leader).result()
     assert (result.error, result.member_id) == (E.coordinator_not_available, sg.leader)
+    assert env.take() == []
 
 
 def test_existing_member_inconsistent_protocol(env: Env) -> None:
     sg = form_stable_group(env)
+    env.take()
     result = join(env.gm, "g", sg.followers[0], protocols=[("sticky", b"")]).result()
     assert (result.error, result.member_id) == (E.inconsistent_group_protocol, sg.followers[0])
+    assert env.take() == []
 
 
 def test_unknown_member_id_on_existing_group(env: Env) -> None:
     form_stable_group(env)
+    env.take()
     result = join(env.gm, "g", "not-a-member").result()
+    assert env.take() == []
     assert (result.error, result.member_id, result.protocol_type, result.protocol_name) == (
         E.unknown_member_id,
         "not-a-member",
@@ -322,19 +389,27 @@ def test_unknown_member_id_on_existing_group(env: Env) -> None:
 
 def test_existing_member_in_empty_group_is_unknown(env: Env) -> None:
     join(env.gm, "g", "")  # creates the Empty group
+    env.take()
     result = join(env.gm, "g", "someone").result()
     assert (result.error, result.member_id, result.generation_id) == (E.unknown_member_id, "someone", -1)
+    assert env.take() == []
 
 
 def test_rejoin_during_preparing_rebalance_parks_until_all_joined(env: Env) -> None:
     sg = form_stable_group(env, n=3)
+    env.take()
+    now = env.now()
     replies = {sg.leader: join(env.gm, "g", sg.leader)}
     assert env.group().state is S.PREPARING_REBALANCE
     replies[sg.followers[0]] = join(env.gm, "g", sg.followers[0])
     assert not any(r.done for r in replies.values())
+    assert env.take() == [
+        started(sg.generation, RebalanceCause.LEADER_REJOIN, now, previous="Stable", member=sg.leader)
+    ]
     replies[sg.followers[1]] = join(env.gm, "g", sg.followers[1])
     assert all(r.done for r in replies.values())
     assert {r.result().generation_id for r in replies.values()} == {sg.generation + 1}
+    assert env.take() == [completed(sg.generation + 1, sg.member_ids, now, started_at=now)]
 
 
 def test_acceptance_unchanged_follower_in_stable_answered_at_once(env: Env) -> None:
@@ -351,7 +426,7 @@ def test_acceptance_unchanged_follower_in_stable_answered_at_once(env: Env) -> N
     )
     assert (result.protocol_type, result.protocol_name, result.skip_assignment) == ("consumer", "range", False)
     assert env.group().state is S.STABLE
-    assert env.records() == []
+    assert env.take() == []
 
 
 def test_acceptance_unchanged_leader_in_stable_forces_rebalance(env: Env) -> None:
@@ -360,7 +435,7 @@ def test_acceptance_unchanged_leader_in_stable_forces_rebalance(env: Env) -> Non
     reply = join(env.gm, "g", sg.leader, reason="topic metadata changed")
     assert not reply.done
     assert env.group().state is S.PREPARING_REBALANCE
-    assert env.records() == [
+    assert env.take() == [
         RebalanceStarted(
             "g",
             sg.generation,
@@ -379,9 +454,9 @@ def test_changed_follower_in_stable_triggers_rebalance(env: Env) -> None:
     env.take()
     join(env.gm, "g", sg.followers[0], protocols=[("range", b"new-subscription")])
     assert env.group().state is S.PREPARING_REBALANCE
-    (started,) = env.records(RebalanceStarted)
-    assert isinstance(started, RebalanceStarted)
-    assert (started.cause, started.member_id) == (RebalanceCause.METADATA_CHANGE, sg.followers[0])
+    assert env.take() == [
+        started(sg.generation, RebalanceCause.METADATA_CHANGE, env.now(), previous="Stable", member=sg.followers[0])
+    ]
 
 
 def completing_group(env: Env) -> tuple[list[str], str, int]:
@@ -396,6 +471,7 @@ def completing_group(env: Env) -> tuple[list[str], str, int]:
 def test_matching_rejoin_in_completing_rebalance_is_answered_at_once(env: Env) -> None:
     members, leader, generation = completing_group(env)
     follower = next(m for m in members if m != leader)
+    env.take()
     leader_result = join(env.gm, "g", leader).result()
     follower_result = join(env.gm, "g", follower).result()
     assert leader_result.error is E.none and follower_result.error is E.none
@@ -403,6 +479,7 @@ def test_matching_rejoin_in_completing_rebalance_is_answered_at_once(env: Env) -
     assert follower_result.members == []
     assert leader_result.generation_id == follower_result.generation_id == generation
     assert env.group().state is S.COMPLETING_REBALANCE
+    assert env.take() == []
 
 
 def test_changed_rejoin_in_completing_rebalance_rebalances_and_answers_parked_syncs(env: Env) -> None:
@@ -415,19 +492,26 @@ def test_changed_rejoin_in_completing_rebalance_rebalances_and_answers_parked_sy
     assert env.group().state is S.PREPARING_REBALANCE
     assert parked.result().error is E.rebalance_in_progress
     assert (parked.result().protocol_type, parked.result().protocol_name) == (None, None)
-    (started,) = env.records(RebalanceStarted)
-    assert isinstance(started, RebalanceStarted)
-    assert (started.cause, started.previous_state) == (RebalanceCause.METADATA_CHANGE, "CompletingRebalance")
+    assert env.take() == [
+        started(generation, RebalanceCause.METADATA_CHANGE, env.now(), previous="CompletingRebalance", member=leader)
+    ]
 
 
 def test_duplicate_join_supersedes_parked_one(env: Env) -> None:
     sg = form_stable_group(env, n=2)
+    env.take()
+    now = env.now()
     first = join(env.gm, "g", sg.leader)
+    assert env.take() == [
+        started(sg.generation, RebalanceCause.LEADER_REJOIN, now, previous="Stable", member=sg.leader)
+    ]
     second = join(env.gm, "g", sg.leader)
     assert first.result().error is E.rebalance_in_progress
     assert env.group().num_members_awaiting_join == 1
+    assert env.take() == []  # the duplicate neither rebalances again nor changes the member
     join(env.gm, "g", sg.followers[0])
     assert second.result().error is E.none
+    assert env.take() == [completed(sg.generation + 1, sg.member_ids, now, started_at=now)]
 
 
 # ----------------------------------------------------------------------------------------- join completion
@@ -450,6 +534,16 @@ def test_join_completion_answers_everyone_and_leader_gets_members(env: Env) -> N
     assert not any(m.is_new for m in group.members.values())
     assert env.timer.deadline(f"heartbeat-g-{rb.member_id}") == env.now() + 10_000
     assert env.timer.deadline("sync-g") == env.now() + 60_000
+    ids = [ra.member_id, rb.member_id, rc.member_id]
+    assert env.take() == [
+        empty_group_record(0),
+        joined(ids[0], 0, client="a"),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=ids[0]),
+        joined(ids[1], 0, client="b", protocols=["roundrobin", "range"]),
+        joined(ids[2], 0, client="c", protocols=["roundrobin"]),
+        # members arrived during the initial delay (3 s): extended once, completes at 6 s
+        completed(1, ids, 6_000, started_at=0, protocol="roundrobin"),
+    ]
 
 
 def test_majority_vote_selects_protocol(env: Env) -> None:
@@ -460,15 +554,22 @@ def test_majority_vote_selects_protocol(env: Env) -> None:
     ]
     env.run_until(lambda: replies[0].done)
     assert env.group().protocol_name == "roundrobin"
+    ids = [r.result().member_id for r in replies]
+    (joined_phase,) = [r for r in env.take() if isinstance(r, JoinPhaseCompleted)]
+    assert joined_phase == completed(1, ids, 6_000, started_at=0, protocol="roundrobin")
 
 
 def test_dynamic_members_that_do_not_rejoin_are_removed_and_leader_reelected(env: Env) -> None:
     sg = form_stable_group(env, n=3)
     follower, absent = sg.followers
     env.take()
+    t0 = env.now()
     # A follower's metadata change starts the rebalance; the leader never rejoins.
     f_reply = join(env.gm, "g", follower, protocols=[("range", b"changed")])
     absent_reply = join(env.gm, "g", absent)
+    assert env.take() == [
+        started(sg.generation, RebalanceCause.METADATA_CHANGE, t0, previous="Stable", member=follower)
+    ]
     for _ in range(11):  # the leader stays alive (heartbeats) but never rejoins
         env.advance(5_000)
         assert heartbeat(env.gm, "g", sg.leader, sg.generation) is E.rebalance_in_progress
@@ -480,8 +581,11 @@ def test_dynamic_members_that_do_not_rejoin_are_removed_and_leader_reelected(env
     assert group.leader_id == follower
     assert f_reply.result().leader == follower and len(f_reply.result().members) == 2
     assert absent_reply.result().members == []
-    removed = env.records(MemberRemoved)
-    assert [(r.member_id, r.cause) for r in removed] == [(sg.leader, RemovalCause.JOIN_TIMEOUT)]
+    end = t0 + 60_000
+    assert env.take() == [
+        removed(sg.leader, RemovalCause.JOIN_TIMEOUT, sg.generation, end),
+        completed(sg.generation + 1, [follower, absent], end, started_at=t0),
+    ]
     assert env.timer.is_scheduled(f"heartbeat-g-{sg.leader}") is False
 
 
@@ -494,8 +598,13 @@ def test_join_phase_with_nobody_left_makes_group_empty_and_writes_record(env: En
     assert group.state is S.EMPTY
     assert group.generation_id == sg.generation + 1
     assert group.protocol_name is None and group.protocol_type == "consumer" and group.leader_id is None
-    meta = env.records(GroupMetadataRecord)
-    assert meta == [GroupMetadataRecord("g", "consumer", sg.generation + 1, None, None, env.now(), (), env.now())]
+    now = env.now()
+    assert env.take() == [
+        removed(sg.leader, RemovalCause.LEFT, sg.generation, now),
+        started(sg.generation, RebalanceCause.MEMBER_LEFT, now, previous="Stable", member=sg.leader),
+        completed(sg.generation + 1, [], now, started_at=now),
+        GroupMetadataRecord("g", "consumer", sg.generation + 1, None, None, now, (), now),
+    ]
 
 
 def test_history_records_for_join_of_two_members(env: Env) -> None:
@@ -510,7 +619,7 @@ def test_history_records_for_join_of_two_members(env: Env) -> None:
     sync(env.gm, "g", m2, 1)
     sync(env.gm, "g", m1, 1, {m1: b"a1", m2: b"a2"})
     protocols = ("range", "roundrobin")
-    assert env.records() == [
+    assert env.take() == [
         GroupMetadataRecord("g", "", 0, None, None, 0, (), 0),
         MemberJoined("g", m1, None, "client", "/127.0.0.1", protocols, 10_000, 60_000, 0),
         RebalanceStarted("g", 0, RebalanceCause.NEW_MEMBER, m1, None, None, "Empty", 0),
@@ -537,18 +646,13 @@ def test_new_member_in_stable_group_triggers_rebalance_with_cause(env: Env) -> N
     sg = form_stable_group(env)
     env.take()
     pending = join(env.gm, "g", "", reason="startup").result().member_id
+    assert env.take() == []  # MEMBER_ID_REQUIRED: a pending id is not a member yet
     join(env.gm, "g", pending, client_id="c9", reason="startup")
-    records = env.records()
-    assert [type(r) for r in records] == [MemberJoined, RebalanceStarted]
-    started = records[1]
-    assert isinstance(started, RebalanceStarted)
-    assert (started.cause, started.member_id, started.reason, started.previous_state, started.generation_id) == (
-        RebalanceCause.NEW_MEMBER,
-        pending,
-        "startup",
-        "Stable",
-        sg.generation,
-    )
+    now = env.now()
+    assert env.take() == [
+        joined(pending, now, client="c9"),
+        started(sg.generation, RebalanceCause.NEW_MEMBER, now, previous="Stable", member=pending, reason="startup"),
+    ]
     assert env.timer.deadline(f"heartbeat-g-{pending}") == env.now() + 300_000  # new-member join timeout
     assert env.timer.deadline("join-g") == env.now() + 60_000
 
@@ -557,10 +661,13 @@ def test_new_member_in_stable_group_triggers_rebalance_with_cause(env: Env) -> N
 def test_initial_delay_no_early_completion_even_if_everyone_joined(env: Env) -> None:
     reply = join_new(env.gm, "g")
     assert env.group().has_all_members_joined()
+    env.take()
     env.advance(2_999)
     assert not reply.done
+    assert env.take() == []
     env.advance(1)
     assert reply.result().error is E.none
+    assert env.take() == [completed(1, [reply.result().member_id], 3_000, started_at=0)]
 
 
 def test_acceptance_initial_delay_extension(env: Env) -> None:
@@ -575,6 +682,14 @@ def test_acceptance_initial_delay_extension(env: Env) -> None:
     env.advance(1)  # t=6000: nobody new since -> complete
     assert first.result().error is E.none and second.result().error is E.none
     assert first.result().generation_id == 1
+    ids = [first.result().member_id, second.result().member_id]
+    assert env.take() == [
+        empty_group_record(0),
+        joined(ids[0], 0, rebalance=300_000),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=ids[0]),
+        joined(ids[1], 2_999, client="c2", rebalance=300_000),
+        completed(1, ids, 6_000, started_at=0),
+    ]
 
 
 def test_acceptance_initial_delay_worked_example_capped_by_rebalance_timeout(env: Env) -> None:

@@ -11,7 +11,6 @@ from coordinator.records import (
     MemberMetadata,
     MemberRemoved,
     RebalanceCause,
-    RebalanceStarted,
     RemovalCause,
 )
 from protocol.errors import ErrorCode
@@ -25,6 +24,7 @@ from tests.core.conftest import (
     make_env,
     sync,
 )
+from tests.core.expected import completed, empty_group_record, group_record, joined, member, removed, started
 
 S = GroupState
 E = ErrorCode
@@ -62,7 +62,7 @@ def test_acceptance_static_restart_with_empty_member_id_keeps_group_stable_and_f
     assert not env.timer.is_scheduled(f"heartbeat-g-{old}")
     now = env.now()
     protocols = tuple(name for name, _ in DEFAULT_PROTOCOLS)
-    assert env.records() == [
+    assert env.take() == [
         MemberRemoved("g", old, "i1", RemovalCause.FENCED, None, sg.generation, now),
         MemberJoined("g", new, "i1", "c1", "/127.0.0.1", protocols, 10_000, 60_000, now),
         GroupMetadataRecord(
@@ -83,12 +83,24 @@ def test_acceptance_static_restart_with_empty_member_id_keeps_group_stable_and_f
 
 def test_static_leader_restart_v9_gets_members_and_skip_assignment(env: Env) -> None:
     sg = form_stable_group(env, instance_ids=["i0", "i1"])
+    formed = env.now()
+    env.take()
     result = join(env.gm, "g", "", instance_id="i0", api_version=9).result()
     new = result.member_id
     assert (result.error, result.leader, result.skip_assignment) == (E.none, new, True)
     expected = [JoinGroupMember(new, "i0", b"range-meta"), JoinGroupMember(sg.followers[0], "i1", b"range-meta")]
     assert sorted(result.members, key=lambda m: m.member_id) == sorted(expected, key=lambda m: m.member_id)
     assert env.group().leader_id == new and env.group().state is S.STABLE
+    follower = sg.followers[0]
+    members = [  # the new id comes last (it was added after the old one's removal)
+        member(follower, sg.assignments[follower], instance="i1", client="c1"),
+        member(new, sg.assignments[sg.leader], instance="i0", client="c0"),
+    ]
+    assert env.take() == [  # replaced in place: the new id takes the old one's leadership and assignment
+        removed(sg.leader, RemovalCause.FENCED, sg.generation, formed, instance="i0"),
+        joined(new, formed, instance="i0", client="c0"),
+        group_record(sg.generation, new, members, formed, state_at=formed),
+    ]
 
 
 def test_static_leader_restart_before_v9_is_told_the_old_leader(env: Env) -> None:
@@ -106,7 +118,9 @@ def test_static_replacement_waits_for_its_record_and_reverts_on_failure() -> Non
     reply = join(env.gm, "g", "", instance_id="i1", session_timeout_ms=20_000)
     assert not reply.done and env.log.pending == 1
     new = env.group().static_members["i1"]
+    env.take()
     env.log.fail()
+    assert env.take() == []  # the replacement's records (history included) failed with it
     result = reply.result()
     assert (result.error, result.member_id, result.leader, result.generation_id) == (
         E.coordinator_not_available,
@@ -126,12 +140,25 @@ def test_static_replacement_waits_for_its_record_and_reverts_on_failure() -> Non
 
 def test_static_replacement_answered_when_durable() -> None:
     env = make_env(auto_commit=False)
-    form_stable_group(env, instance_ids=["i0", "i1"])
-    reply = join(env.gm, "g", "", instance_id="i1")
+    sg = form_stable_group(env, instance_ids=["i0", "i1"])
+    formed = env.now()
+    env.take()
+    reply = join(env.gm, "g", "", instance_id="i1", client_id="restarted")
     assert not reply.done
+    assert env.take() == []
     env.log.commit()
     assert reply.result().error is E.none
     assert env.group().num_members_awaiting_join == 0
+    old, new = sg.followers[0], reply.result().member_id
+    members = [
+        member(sg.leader, sg.assignments[sg.leader], instance="i0", client="c0"),
+        member(new, sg.assignments[old], instance="i1", client="c1"),  # the replaced member's client id is kept
+    ]
+    assert env.take() == [
+        removed(old, RemovalCause.FENCED, sg.generation, formed, instance="i1"),
+        joined(new, formed, instance="i1", client="c1"),
+        group_record(sg.generation, sg.leader, members, formed, state_at=formed),
+    ]
 
 
 def test_static_replacement_with_protocol_change_rebalances(env: Env) -> None:
@@ -140,11 +167,13 @@ def test_static_replacement_with_protocol_change_rebalances(env: Env) -> None:
     reply = join(env.gm, "g", "", instance_id="i0", protocols=[("roundrobin", b"rr"), ("range", b"r")])
     result = reply.result()  # sole member rejoined: the rebalance completes at once
     assert (result.error, result.generation_id, result.protocol_name) == (E.none, sg.generation + 1, "roundrobin")
-    started = [r for r in env.records(RebalanceStarted) if isinstance(r, RebalanceStarted)]
-    assert [(r.cause, r.member_id, r.group_instance_id) for r in started] == [
-        (RebalanceCause.STATIC_MEMBER_REPLACED, result.member_id, "i0")
+    now, new, gen = env.now(), result.member_id, sg.generation
+    assert env.take() == [  # no in-place persist when the protocol changes: a rebalance, complete at once
+        removed(sg.leader, RemovalCause.FENCED, gen, now, instance="i0"),
+        joined(new, now, instance="i0", client="c0", protocols=["roundrobin", "range"]),  # client id kept
+        started(gen, RebalanceCause.STATIC_MEMBER_REPLACED, now, previous="Stable", member=new, instance="i0"),
+        completed(gen + 1, [new], now, started_at=now, static=[new], protocol="roundrobin"),
     ]
-    assert env.records(GroupMetadataRecord) == []  # no in-place persist when the protocol changes
 
 
 def test_static_replacement_in_completing_rebalance_rebalances_and_fences_parked_sync(env: Env) -> None:
@@ -158,11 +187,22 @@ def test_static_replacement_in_completing_rebalance_rebalances_and_fences_parked
     new_reply = join(env.gm, "g", "", instance_id="i1")
     assert parked.result().error is E.fenced_instance_id
     assert env.group().state is S.PREPARING_REBALANCE
-    (started,) = env.records(RebalanceStarted)
-    assert isinstance(started, RebalanceStarted)
-    assert (started.cause, started.previous_state) == (RebalanceCause.STATIC_MEMBER_REPLACED, "CompletingRebalance")
+    new, now = env.group().static_members["i1"], env.now()
+    assert env.take() == [
+        removed(follower, RemovalCause.FENCED, generation, now, instance="i1"),
+        joined(new, now, instance="i1", client="c1"),  # the replaced member's client id is kept
+        started(
+            generation,
+            RebalanceCause.STATIC_MEMBER_REPLACED,
+            now,
+            previous="CompletingRebalance",
+            member=new,
+            instance="i1",
+        ),
+    ]
     join(env.gm, "g", leader, instance_id="i0")
     assert new_reply.result().generation_id == generation + 1
+    assert env.take() == [completed(generation + 1, [leader, new], now, started_at=now, static=[leader, new])]
 
 
 def test_static_replacement_in_preparing_rebalance_fences_parked_join_and_may_complete(env: Env) -> None:
@@ -183,12 +223,19 @@ def test_static_replacement_in_preparing_rebalance_fences_parked_join_and_may_co
 
 def test_known_static_member_rejoin_follows_existing_member_rules(env: Env) -> None:
     sg = form_stable_group(env, instance_ids=["i0", "i1"])
+    env.take()
     follower = join(env.gm, "g", sg.followers[0], instance_id="i1").result()
     assert (follower.error, follower.generation_id) == (E.none, sg.generation)
     assert env.group().state is S.STABLE
     assert join(env.gm, "g", "made-up-id", instance_id="i1").result().error is E.fenced_instance_id
+    assert env.take() == []
     leader = join(env.gm, "g", sg.leader, instance_id="i0")
     assert not leader.done and env.group().state is S.PREPARING_REBALANCE
+    assert env.take() == [
+        started(
+            sg.generation, RebalanceCause.LEADER_REJOIN, env.now(), previous="Stable", member=sg.leader, instance="i0"
+        )
+    ]
 
 
 def keep_alive(env: Env, members: list[str], generation: int, ms: int, step: int = 3_000) -> None:
@@ -203,6 +250,8 @@ def keep_alive(env: Env, members: list[str], generation: int, ms: int, step: int
 def test_static_absentee_survives_join_completion_and_is_in_leader_list(env: Env) -> None:
     sg = form_stable_group(env, instance_ids=["i0", "i1"])
     absentee = sg.followers[0]
+    env.take()
+    t0 = env.now()
     reply = join(env.gm, "g", sg.leader, instance_id="i0")
     keep_alive(env, [absentee], sg.generation, 60_000)
     result = reply.result()
@@ -210,18 +259,28 @@ def test_static_absentee_survives_join_completion_and_is_in_leader_list(env: Env
     assert {m.member_id for m in result.members} == {sg.leader, absentee}
     group = env.group()
     assert absentee in group.members and absentee in group.pending_sync_members
-    assert not env.records(MemberRemoved)
+    assert env.take() == [  # no MemberRemoved: a static absentee stays
+        started(sg.generation, RebalanceCause.LEADER_REJOIN, t0, previous="Stable", member=sg.leader, instance="i0"),
+        completed(sg.generation + 1, sg.member_ids, t0 + 60_000, started_at=t0, static=sg.member_ids),
+    ]
 
 
 def test_static_leader_failing_to_rejoin_loses_leadership_not_membership(env: Env) -> None:
     sg = form_stable_group(env, instance_ids=["i0", "i1"])
     follower = sg.followers[0]
+    env.take()
+    t0 = env.now()
     reply = join(env.gm, "g", follower, instance_id="i1", protocols=[("range", b"changed")])
     keep_alive(env, [sg.leader], sg.generation, 60_000)
     result = reply.result()
     assert result.leader == follower
     assert {m.member_id for m in result.members} == {sg.leader, follower}
     assert env.group().leader_id == follower and sg.leader in env.group().members
+    gen, end = sg.generation, t0 + 60_000
+    assert env.take() == [
+        started(gen, RebalanceCause.METADATA_CHANGE, t0, previous="Stable", member=follower, instance="i1"),
+        completed(gen + 1, sg.member_ids, end, started_at=t0, leader=follower, static=sg.member_ids),
+    ]
 
 
 def test_group_stuck_in_rebalance_while_only_static_absentees_remain(env: Env) -> None:
@@ -239,17 +298,28 @@ def test_group_stuck_in_rebalance_while_only_static_absentees_remain(env: Env) -
     env.advance(10_000)  # the static members stop heartbeating: both expire, the group empties
     group = env.group()
     assert group.state is S.EMPTY and group.generation_id == sg.generation + 1
-    assert [r.cause for r in env.records(MemberRemoved) if isinstance(r, MemberRemoved)] == [
-        RemovalCause.SESSION_TIMEOUT,
-        RemovalCause.SESSION_TIMEOUT,
+    now, gen = env.now(), sg.generation
+    expired_at = now - 10_000 - 60_000  # when the dynamic member's session ended and the rebalance started
+    assert env.take() == [
+        removed(statics[0], RemovalCause.SESSION_TIMEOUT, gen, now, instance="i0"),
+        removed(statics[1], RemovalCause.SESSION_TIMEOUT, gen, now, instance="i1"),
+        completed(gen + 1, [], now, started_at=expired_at),
+        empty_group_record(now, generation=gen + 1, protocol_type="consumer"),
     ]
 
 
 def test_static_member_session_expiry_rebalances(env: Env) -> None:
     sg = form_stable_group(env, instance_ids=["i0", "i1"])
+    env.take()
+    end = env.now() + 10_000
     keep_alive(env, [sg.leader], sg.generation, 10_000)
     assert sg.followers[0] not in env.group().members and "i1" not in env.group().static_members
     assert env.group().state is S.PREPARING_REBALANCE
+    follower, gen = sg.followers[0], sg.generation
+    assert env.take() == [
+        removed(follower, RemovalCause.SESSION_TIMEOUT, gen, end, instance="i1"),
+        started(gen, RebalanceCause.SESSION_TIMEOUT, end, previous="Stable", member=follower, instance="i1"),
+    ]
 
 
 def test_remove_static_member_operator_action() -> None:
@@ -258,35 +328,34 @@ def test_remove_static_member_operator_action() -> None:
     env.take()
     assert env.gm.remove_static_member("nope", "i1", None).result() is E.group_id_not_found
     assert env.gm.remove_static_member("g", "unknown", None).result() is E.unknown_member_id
+    assert env.log.pending == 0
     reply = env.gm.remove_static_member("g", "i1", "decommissioned host")
     assert not reply.done
     env.log.commit()
     assert reply.result() is E.none
-    removed, started = env.records()
-    assert isinstance(removed, MemberRemoved) and isinstance(started, RebalanceStarted)
-    assert (removed.member_id, removed.cause, removed.reason) == (
-        sg.followers[0],
-        RemovalCause.ADMIN,
-        "decommissioned host",
-    )
-    assert (started.cause, started.reason, started.group_instance_id) == (
-        RebalanceCause.ADMIN_ACTION,
-        "decommissioned host",
-        "i1",
-    )
+    follower, gen, now, why = sg.followers[0], sg.generation, env.now(), "decommissioned host"
+    assert env.take() == [
+        removed(follower, RemovalCause.ADMIN, gen, now, instance="i1", reason=why),
+        started(gen, RebalanceCause.ADMIN_ACTION, now, previous="Stable", member=follower, instance="i1", reason=why),
+    ]
 
 
 def test_remove_static_member_write_failure() -> None:
     env = make_env(auto_commit=False)
     form_stable_group(env, instance_ids=["i0", "i1"])
+    env.take()
     reply = env.gm.remove_static_member("g", "i1", None)
     env.log.fail()
     assert reply.result() is E.coordinator_not_available
+    assert env.take() == []
 
 
 def test_static_leave_then_rejoin_gets_a_fresh_member(env: Env) -> None:
     sg = form_stable_group(env, instance_ids=["i0", "i1"])
     leave(env.gm, "g", sg.followers[0])
+    env.take()
     reply = join(env.gm, "g", "", instance_id="i1")
     assert not reply.done  # a plain new member: part of the ongoing rebalance
-    assert env.group().static_members["i1"] != sg.followers[0]
+    new = env.group().static_members["i1"]
+    assert new != sg.followers[0]
+    assert env.take() == [joined(new, env.now(), instance="i1")]  # no second rebalance

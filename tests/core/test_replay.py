@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from coordinator.group import GroupState
 from coordinator.group_coordinator import GroupCoordinator
-from coordinator.messages import OffsetDeleteRequest
+from coordinator.messages import OffsetCommitPartition, OffsetDeleteRequest
 from coordinator.records import (
     GroupRemovalCause,
     GroupTombstone,
@@ -22,8 +23,9 @@ from coordinator.records import (
     is_state_record,
     new_empty_group_record,
 )
-from tests.core.conftest import form_stable_group, join_new, leave
-from tests.core.test_coordinator import commit, make_coordinator, subscription
+from protocol.errors import ErrorCode
+from tests.core.conftest import Env, form_stable_group, join, join_new, leave, sync
+from tests.core.test_coordinator import commit, commit_request, make_coordinator, subscription
 
 RETENTION = 100_000
 
@@ -156,3 +158,137 @@ def test_group_tombstone_alone_removes_the_group() -> None:
         GroupTombstone("g", GroupRemovalCause.EXPIRED, 30),
     ]
     assert replayed(records, 1_000).groups.group("g") is None
+
+
+# ------------------------------------------------------------------------------- live versus replay, per family
+# Each family builds state live through the facade and the harness and returns the groups it must leave behind
+# (id -> state) and the groups that must have offsets; the test then replays the whole log into a fresh coordinator
+# and compares everything Kafka persists. The expectations make sure a family really built what it names (a
+# family whose groups vanished would compare two empty snapshots).
+Built = tuple[dict[str, GroupState], set[str]]
+
+
+def family_new_empty_group(env: Env, coord: GroupCoordinator) -> Built:
+    join(env.gm, "new", "")  # MEMBER_ID_REQUIRED: only the "empty group" record of a brand-new group
+    return {"new": GroupState.EMPTY}, set()
+
+
+def family_stable(env: Env, coord: GroupCoordinator) -> Built:
+    protocols = [("roundrobin", subscription("t", "u")), ("range", subscription("t"))]
+    form_stable_group(
+        env,
+        "stable",
+        3,
+        protocols=protocols,
+        instance_ids=[None, "i-1", None],
+        session_timeout_ms=20_000,
+        rebalance_timeout_ms=45_000,
+    )
+    return {"stable": GroupState.STABLE}, set()
+
+
+def family_stable_after_rebalance(env: Env, coord: GroupCoordinator) -> Built:
+    """Generation 2 after a member left: the second group record replaces the first."""
+    sg = form_stable_group(env, "again", 3)
+    leave(env.gm, "again", sg.followers[1])
+    replies = [join(env.gm, "again", m) for m in sg.member_ids[:2]]
+    assert all(r.result().generation_id == sg.generation + 1 for r in replies)
+    sync(env.gm, "again", sg.followers[0], sg.generation + 1)
+    sync(env.gm, "again", sg.leader, sg.generation + 1, {sg.leader: b"L2", sg.followers[0]: b"F2"})
+    return {"again": GroupState.STABLE}, set()
+
+
+def family_emptied(env: Env, coord: GroupCoordinator) -> Built:
+    """Every member left: Empty with a generation and a protocol type, offsets kept."""
+    sg = form_stable_group(env, "emptied", 2)
+    commit(coord, "emptied", ("t", 0, 5), generation=sg.generation, member_id=sg.leader)
+    leave(env.gm, "emptied", *sg.member_ids)
+    return {"emptied": GroupState.EMPTY}, {"emptied"}
+
+
+def family_static_replaced(env: Env, coord: GroupCoordinator) -> Built:
+    """A static member restarted with a new member id: the group record is rewritten in place."""
+    form_stable_group(env, "static", 2, instance_ids=["i-0", "i-1"])
+    env.advance(1_000)
+    assert join(env.gm, "static", "", instance_id="i-1", session_timeout_ms=30_000).result().error is ErrorCode.none
+    return {"static": GroupState.STABLE}, set()
+
+
+def family_member_offsets(env: Env, coord: GroupCoordinator) -> Built:
+    """Commits of a member of a Stable group, one overwritten, with leader epochs and metadata."""
+    sg = form_stable_group(env, "committed", 2)
+    request = commit_request("committed", ("t", 0, 1), ("t", 1, 2), generation=sg.generation, member_id=sg.leader)
+    request.partitions[0] = OffsetCommitPartition("t", 0, 10, leader_epoch=4, metadata="meta")
+    assert coord.commit_offsets(request).result().partitions[0].error is ErrorCode.none
+    env.advance(500)
+    commit(coord, "committed", ("t", 1, 20), generation=sg.generation, member_id=sg.followers[0])
+    return {"committed": GroupState.STABLE}, {"committed"}
+
+
+def family_simple_group(env: Env, coord: GroupCoordinator) -> Built:
+    """Admin commits to a group that never had members (a simple group: no group record at all)."""
+    commit(coord, "simple", ("a", 0, 1), ("a", 1, 2))
+    return {"simple": GroupState.EMPTY}, {"simple"}
+
+
+def family_offset_tombstone(env: Env, coord: GroupCoordinator) -> Built:
+    commit(coord, "pruned", ("a", 0, 1), ("a", 1, 2), ("b", 0, 3))
+    result = coord.delete_offsets(OffsetDeleteRequest("pruned", [("a", 1), ("b", 0)])).result()
+    assert [p.error for p in result.partitions] == [ErrorCode.none, ErrorCode.none]
+    return {"pruned": GroupState.EMPTY}, {"pruned"}
+
+
+def family_explicit_expiry(env: Env, coord: GroupCoordinator) -> Built:
+    """OffsetCommit v2 with a retention time keeps its expiry timestamp; a later v8 commit drops it."""
+    commit(coord, "explicit", ("a", 0, 1), ("a", 1, 2), version=2, retention_ms=5_000_000)
+    commit(coord, "explicit", ("a", 1, 3))
+    assert coord.offsets.committed("explicit")[("a", 0)].expire_timestamp_ms is not None
+    return {"explicit": GroupState.EMPTY}, {"explicit"}
+
+
+def family_deleted_group(env: Env, coord: GroupCoordinator) -> Built:
+    """DeleteGroups of an emptied consumer group with offsets: offset tombstones then the group tombstone."""
+    sg = form_stable_group(env, "deleted", 1)
+    commit(coord, "deleted", ("t", 0, 5), generation=sg.generation, member_id=sg.leader)
+    leave(env.gm, "deleted", sg.leader)
+    assert coord.delete_groups(["deleted"]).result()[0].error is ErrorCode.none
+    commit(coord, "kept", ("a", 0, 1))  # a neighbour, so the log has something to rebuild
+    return {"kept": GroupState.EMPTY}, {"kept"}
+
+
+def family_retention_expiry(env: Env, coord: GroupCoordinator) -> Built:
+    """A cleanup pass expires an explicit-expiry offset and a whole idle group, and keeps a fresh offset."""
+    commit(coord, "idle", ("a", 0, 1))
+    commit(coord, "partial", ("a", 0, 1), version=2, retention_ms=1_000)  # expires by its own timestamp
+    env.advance(RETENTION - 1_000)
+    commit(coord, "partial", ("a", 1, 2))  # fresh: kept
+    env.advance(1_000)
+    records = coord.retention.run_once()
+    assert {type(r) for r in records} == {OffsetTombstone, GroupTombstone}
+    return {"partial": GroupState.EMPTY}, {"partial"}
+
+
+FAMILIES = [
+    family_new_empty_group,
+    family_stable,
+    family_stable_after_rebalance,
+    family_emptied,
+    family_static_replaced,
+    family_member_offsets,
+    family_simple_group,
+    family_offset_tombstone,
+    family_explicit_expiry,
+    family_deleted_group,
+    family_retention_expiry,
+]
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.__name__.removeprefix("family_") for f in FAMILIES])
+def test_live_state_equals_replayed_state_per_record_family(family: Callable[[Env, GroupCoordinator], Built]) -> None:
+    env, coord = make_coordinator(offsets_retention_ms=RETENTION)
+    states, with_offsets = family(env, coord)
+    groups, offsets = live = snapshot(coord)
+    assert {gid: g["state"] for gid, g in groups.items()} == states
+    assert set(offsets) == with_offsets
+    fresh = replayed(list(env.log.records), env.now())
+    assert snapshot(fresh) == live

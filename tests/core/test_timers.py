@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from coordinator.group import GroupState
 from coordinator.records import (
-    GroupMetadataRecord,
-    JoinPhaseCompleted,
     MemberRemoved,
     RebalanceCause,
     RebalanceStarted,
@@ -14,6 +12,7 @@ from coordinator.records import (
 )
 from protocol.errors import ErrorCode
 from tests.core.conftest import Env, form_stable_group, heartbeat, join, join_new, leave, sync
+from tests.core.expected import completed, empty_group_record, removed, started
 
 S = GroupState
 E = ErrorCode
@@ -28,7 +27,7 @@ def test_session_expiry_in_stable_removes_member_and_rebalances(env: Env) -> Non
     env.advance(5_000)  # follower's session (armed at t=6000 by its sync) expires at t=16000
     assert follower not in env.group().members
     assert env.group().state is S.PREPARING_REBALANCE
-    assert env.records() == [
+    assert env.take() == [
         MemberRemoved("g", follower, None, RemovalCause.SESSION_TIMEOUT, None, sg.generation, 16_000),
         RebalanceStarted("g", sg.generation, RebalanceCause.SESSION_TIMEOUT, follower, None, None, "Stable", 16_000),
     ]
@@ -51,7 +50,13 @@ def test_a_heartbeat_moves_the_session_end_past_the_armed_timer(env: Env) -> Non
     assert member in env.group().members and env.records() == []
     env.advance(1)
     assert member not in env.group().members
-    assert env.records()[0] == MemberRemoved("g", member, None, RemovalCause.SESSION_TIMEOUT, None, 1, last + 10_000)
+    end = last + 10_000
+    assert env.take() == [
+        MemberRemoved("g", member, None, RemovalCause.SESSION_TIMEOUT, None, 1, end),
+        started(1, RebalanceCause.SESSION_TIMEOUT, end, previous="Stable", member=member),
+        completed(2, [], end, started_at=end),
+        empty_group_record(end, generation=2, protocol_type="consumer"),
+    ]
 
 
 def test_new_member_parked_in_long_rebalance_expires_after_new_member_join_timeout(env: Env) -> None:
@@ -61,6 +66,7 @@ def test_new_member_parked_in_long_rebalance_expires_after_new_member_join_timeo
     new_reply = join_new(env.gm, "g", client_id="newcomer", session_timeout_ms=30_000)
     (newcomer,) = env.group().members.keys() - {leader, follower}
     start = env.now()
+    env.take()
     for _ in range(29):  # the follower stays alive without rejoining
         env.advance(10_000)
         heartbeat(env.gm, "g", follower, sg.generation)
@@ -72,10 +78,7 @@ def test_new_member_parked_in_long_rebalance_expires_after_new_member_join_timeo
     assert newcomer not in env.group().members
     # the leader, parked and not new, is never expired while parked
     assert leader in env.group().members and env.group().state is S.PREPARING_REBALANCE
-    removed = env.records(MemberRemoved)
-    assert [(r.member_id, r.cause) for r in removed if isinstance(r, MemberRemoved)] == [
-        (newcomer, RemovalCause.SESSION_TIMEOUT)
-    ]
+    assert env.take() == [removed(newcomer, RemovalCause.SESSION_TIMEOUT, sg.generation, start + 300_000)]
 
 
 def test_heartbeat_of_a_parked_new_member_brings_its_expiry_in_to_the_session_timeout(env: Env) -> None:
@@ -87,6 +90,7 @@ def test_heartbeat_of_a_parked_new_member_brings_its_expiry_in_to_the_session_ti
     join(env.gm, "g", leader, rebalance_timeout_ms=600_000, session_timeout_ms=30_000)
     new_reply = join_new(env.gm, "g", client_id="newcomer", session_timeout_ms=30_000)
     (newcomer,) = env.group().members.keys() - {leader, follower}
+    env.take()
     env.advance(1_000)
     assert heartbeat(env.gm, "g", newcomer, sg.generation) is E.rebalance_in_progress
     beat = env.now()
@@ -99,25 +103,33 @@ def test_heartbeat_of_a_parked_new_member_brings_its_expiry_in_to_the_session_ti
     result = new_reply.result()
     assert (result.error, result.member_id) == (E.unknown_member_id, "")
     assert newcomer not in env.group().members
-    removed = env.records(MemberRemoved)
-    assert [(r.member_id, r.cause, r.timestamp_ms) for r in removed if isinstance(r, MemberRemoved)] == [
-        (newcomer, RemovalCause.SESSION_TIMEOUT, beat + 30_000)
-    ]
+    assert env.take() == [removed(newcomer, RemovalCause.SESSION_TIMEOUT, sg.generation, beat + 30_000)]
 
 
 def test_member_expiry_during_rebalance_completes_join_phase(env: Env) -> None:
     sg = form_stable_group(env)
+    t0 = env.now()
     leader_reply = join(env.gm, "g", sg.leader)
+    env.take()
     env.advance(10_000)  # the follower never rejoins nor heartbeats: its session expires first
     assert leader_reply.result().error is E.none
     assert set(env.group().members) == {sg.leader}
     assert env.group().state is S.COMPLETING_REBALANCE
+    end = t0 + 10_000
+    assert env.take() == [
+        removed(sg.followers[0], RemovalCause.SESSION_TIMEOUT, sg.generation, end),
+        completed(sg.generation + 1, [sg.leader], end, started_at=t0),
+    ]
 
 
 def test_join_timer_is_max_rebalance_timeout_of_members(env: Env) -> None:
     sg = form_stable_group(env, rebalance_timeout_ms=20_000)
+    env.take()
     join(env.gm, "g", sg.followers[0], rebalance_timeout_ms=45_000, protocols=[("range", b"x")])
     assert env.timer.deadline("join-g") == env.now() + 45_000
+    assert env.take() == [
+        started(sg.generation, RebalanceCause.METADATA_CHANGE, env.now(), previous="Stable", member=sg.followers[0])
+    ]
 
 
 def test_pending_sync_timeout_removes_leader_that_never_syncs(env: Env) -> None:
@@ -135,37 +147,43 @@ def test_pending_sync_timeout_removes_leader_that_never_syncs(env: Env) -> None:
     assert set(group.members) == set(followers)
     assert all(p.result().error is E.rebalance_in_progress for p in parked)
     assert group.state is S.PREPARING_REBALANCE
-    records = env.records()
-    assert [type(r) for r in records] == [MemberRemoved, RebalanceStarted]
-    assert (records[0].member_id, records[0].cause) == (leader, RemovalCause.SYNC_TIMEOUT)  # type: ignore[union-attr]
-    assert records[1].cause is RebalanceCause.SYNC_TIMEOUT  # type: ignore[union-attr]
+    end = env.now()
+    assert env.take() == [
+        removed(leader, RemovalCause.SYNC_TIMEOUT, generation, end),
+        started(generation, RebalanceCause.SYNC_TIMEOUT, end, previous="CompletingRebalance", member=leader),
+    ]
 
 
 def test_pending_sync_timeout_with_nobody_synced_empties_group(env: Env) -> None:
     replies = [join_new(env.gm, "g", client_id=f"c{i}", rebalance_timeout_ms=5_000) for i in range(2)]
     env.run_until(lambda: all(r.done for r in replies))
+    ids = [r.result().member_id for r in replies]
     env.take()
+    t0 = env.now()
     env.advance(5_000)
     group = env.group()
     assert group.state is S.EMPTY and not group.members
     assert group.generation_id == 2
-    assert [type(r) for r in env.records()] == [
-        MemberRemoved,
-        MemberRemoved,
-        RebalanceStarted,
-        JoinPhaseCompleted,
-        GroupMetadataRecord,
+    end = t0 + 5_000
+    assert env.take() == [  # the late ones in id order, then one rebalance named after the first
+        removed(ids[0], RemovalCause.SYNC_TIMEOUT, 1, end),
+        removed(ids[1], RemovalCause.SYNC_TIMEOUT, 1, end),
+        started(1, RebalanceCause.SYNC_TIMEOUT, end, previous="CompletingRebalance", member=ids[0]),
+        completed(2, [], end, started_at=end),
+        empty_group_record(end, generation=2, protocol_type="consumer"),
     ]
 
 
 def test_pending_sync_timer_cancelled_once_everyone_synced(env: Env) -> None:
     sg = form_stable_group(env, rebalance_timeout_ms=8_000)
     assert not env.timer.is_scheduled("sync-g")
+    env.take()
     for _ in range(5):
         env.advance(3_000)
         for m in sg.member_ids:
             heartbeat(env.gm, "g", m, sg.generation)
     assert env.group().state is S.STABLE and env.group().generation_id == sg.generation
+    assert env.take() == []
 
 
 def test_pending_sync_timeout_applies_in_stable_too(env: Env) -> None:
@@ -176,10 +194,17 @@ def test_pending_sync_timeout_applies_in_stable_too(env: Env) -> None:
     follower = next(r.result().member_id for r in replies if r.result().member_id != leader)
     sync(env.gm, "g", leader, 1, {leader: b"L", follower: b"F"})
     assert env.group().state is S.STABLE
+    env.take()
+    t0 = env.now()
     env.advance(8_000)
     assert set(env.group().members) == {leader}
     assert env.group().state is S.PREPARING_REBALANCE  # waits for the leader to rejoin
     assert env.timer.deadline("join-g") == env.now() + 8_000
+    end = t0 + 8_000
+    assert env.take() == [
+        removed(follower, RemovalCause.SYNC_TIMEOUT, 1, end),
+        started(1, RebalanceCause.SYNC_TIMEOUT, end, previous="Stable", member=follower),
+    ]
 
 
 def test_stale_sync_timer_of_old_generation_is_ignored(env: Env) -> None:
@@ -191,8 +216,10 @@ def test_stale_sync_timer_of_old_generation_is_ignored(env: Env) -> None:
     follower = next(r.result().member_id for r in replies if r.result().member_id != leader)
     join(env.gm, "g", follower)
     assert env.group().generation_id == 2 and env.group().state is S.COMPLETING_REBALANCE
+    env.take()
     stale_op()
     assert env.group().state is S.COMPLETING_REBALANCE and len(env.group().members) == 2
+    assert env.take() == []
 
 
 def test_stale_session_timer_of_removed_member_is_ignored(env: Env) -> None:
@@ -200,8 +227,10 @@ def test_stale_session_timer_of_removed_member_is_ignored(env: Env) -> None:
     stale_op = env.timer._live[f"heartbeat-g-{sg.followers[0]}"][1]
     leave(env.gm, "g", sg.followers[0])
     state, generation = env.group().state, env.group().generation_id
+    env.take()
     stale_op()
     assert (env.group().state, env.group().generation_id) == (state, generation)
+    assert env.take() == []
 
 
 def test_timers_of_dropped_group_do_not_fire(env: Env) -> None:

@@ -14,6 +14,7 @@ from coordinator.messages import (
 from coordinator.records import (
     GroupRemovalCause,
     GroupTombstone,
+    OffsetCommitRecord,
     OffsetRemovalCause,
     OffsetTombstone,
 )
@@ -146,11 +147,11 @@ def test_delete_group_that_became_empty_removes_offsets_and_group() -> None:
     assert env.group("g").state is GroupState.EMPTY
     env.take()
     assert coord.delete_groups(["g"]).result() == [DeleteGroupResult("g", ErrorCode.none)]
-    records = env.take()
-    assert [(type(r).__name__, getattr(r, "topic", None)) for r in records] == [
-        ("OffsetTombstone", "a"),
-        ("OffsetTombstone", "b"),
-        ("GroupTombstone", None),
+    now = env.now()
+    assert env.take() == [
+        OffsetTombstone("g", "a", 0, OffsetRemovalCause.GROUP_DELETED, now),
+        OffsetTombstone("g", "b", 1, OffsetRemovalCause.GROUP_DELETED, now),
+        GroupTombstone("g", GroupRemovalCause.DELETED, now),
     ]
     assert coord.describe_groups(["g"])[0].state == "Dead"
     assert coord.list_groups(None, None) == []
@@ -166,13 +167,18 @@ def test_delete_groups_deduplicates_and_rejects_null() -> None:
         DeleteGroupResult("", ErrorCode.invalid_group_id),
         DeleteGroupResult("b", ErrorCode.group_id_not_found),
     ]
-    assert len(env.log.of_type(GroupTombstone)) == 1
+    now = env.now()
+    assert env.take() == [  # "a" once
+        OffsetTombstone("a", "t", 0, OffsetRemovalCause.GROUP_DELETED, now),
+        GroupTombstone("a", GroupRemovalCause.DELETED, now),
+    ]
 
 
 def test_delete_groups_resolves_only_when_durable() -> None:
     env, coord = make_coordinator(auto_commit=False)
     coord.commit_offsets(commit_request("a", ("t", 0, 1)))
     env.log.commit()
+    env.take()
     reply = coord.delete_groups(["a"])
     assert not reply.done
     assert coord.groups.group("a") is None  # the group goes at once, as every group change applies at once
@@ -181,14 +187,21 @@ def test_delete_groups_resolves_only_when_durable() -> None:
     assert reply.result() == [DeleteGroupResult("a", ErrorCode.none)]
     assert coord.groups.group("a") is None
     assert not coord.offsets.committed("a")
+    now = env.now()
+    assert env.take() == [
+        OffsetTombstone("a", "t", 0, OffsetRemovalCause.GROUP_DELETED, now),
+        GroupTombstone("a", GroupRemovalCause.DELETED, now),
+    ]
 
 
 def test_delete_groups_write_failure_keeps_group_and_maps_error() -> None:
     env, coord = make_coordinator(auto_commit=False)
     coord.commit_offsets(commit_request("a", ("t", 0, 1)))
     env.log.commit()
+    env.take()
     reply = coord.delete_groups(["a", "missing"])
     env.log.fail(ErrorCode.not_leader_or_follower)
+    assert env.take() == []
     assert reply.result() == [
         DeleteGroupResult("a", ErrorCode.not_coordinator),
         DeleteGroupResult("missing", ErrorCode.group_id_not_found),
@@ -201,12 +214,19 @@ def test_delete_groups_tombstones_in_flight_commits() -> None:
     env, coord = make_coordinator(auto_commit=False)
     coord.commit_offsets(commit_request("a", ("t", 0, 1)))
     env.log.commit()
+    env.take()
     in_flight = coord.commit_offsets(commit_request("a", ("t", 1, 2)))
     reply = coord.delete_groups(["a"])
     env.log.commit()
     assert in_flight.result().partitions[0].error is ErrorCode.none
     assert reply.result() == [DeleteGroupResult("a", ErrorCode.none)]
-    assert {(r.topic, r.partition) for r in env.log.of_type(OffsetTombstone)} == {("t", 0), ("t", 1)}  # type: ignore[attr-defined]
+    now = env.now()
+    assert env.take() == [
+        OffsetCommitRecord("a", "t", 1, 2, -1, "", now, None, "", -1),
+        OffsetTombstone("a", "t", 0, OffsetRemovalCause.GROUP_DELETED, now),
+        OffsetTombstone("a", "t", 1, OffsetRemovalCause.GROUP_DELETED, now),
+        GroupTombstone("a", GroupRemovalCause.DELETED, now),
+    ]
     assert coord.groups.group("a") is None
     assert not coord.offsets.committed("a")
 

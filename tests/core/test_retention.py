@@ -8,8 +8,10 @@ from coordinator.messages import FetchedOffset
 from coordinator.records import (
     GroupRemovalCause,
     GroupTombstone,
+    OffsetCommitRecord,
     OffsetRemovalCause,
     OffsetTombstone,
+    Record,
 )
 from coordinator.retention import CLEANUP_TIMER_KEY
 from protocol.errors import ErrorCode
@@ -25,6 +27,13 @@ def setup(*, auto_commit: bool = True) -> tuple[Env, GroupCoordinator]:
     return make_coordinator(
         auto_commit=auto_commit, offsets_retention_ms=RETENTION, offsets_retention_check_interval_ms=INTERVAL
     )
+
+
+def cleanup(env: Env, coord: GroupCoordinator) -> list[Record]:
+    """One cleanup pass; what it returns must be exactly what it wrote to the log (auto-commit log)."""
+    records = coord.retention.run_once()
+    assert env.take() == records
+    return records
 
 
 def at(env: Env, ms: int) -> None:
@@ -47,12 +56,12 @@ def test_offsets_of_empty_group_expire_after_retention_since_it_became_empty() -
     env.take()
 
     at(env, committed_at + RETENTION)  # retention passed since the commit, not since the group became Empty
-    assert coord.retention.run_once() == []
+    assert cleanup(env, coord) == []
     at(env, empty_since + RETENTION - 1)
-    assert coord.retention.run_once() == []
+    assert cleanup(env, coord) == []
     at(env, empty_since + RETENTION)
     now = env.now()
-    assert coord.retention.run_once() == [
+    assert cleanup(env, coord) == [
         OffsetTombstone("g", "t", 0, EXPIRED, now),
         OffsetTombstone("g", "t", 1, EXPIRED, now),
         GroupTombstone("g", GroupRemovalCause.EXPIRED, now),
@@ -64,12 +73,13 @@ def test_offsets_of_empty_group_expire_after_retention_since_it_became_empty() -
 def test_empty_group_without_offsets_is_deleted_at_next_cleanup() -> None:
     env, coord = setup()
     coord.on_loaded()
+    loaded = env.now()
     g = form_stable_group(env, "g", 1)
     leave(env.gm, "g", g.leader)
     assert env.group("g").state is GroupState.EMPTY
     env.take()
     env.advance(INTERVAL)  # whatever the retention: nothing to keep the group for
-    assert [type(r) for r in env.take()] == [GroupTombstone]
+    assert env.take() == [GroupTombstone("g", GroupRemovalCause.EXPIRED, loaded + INTERVAL)]  # the first pass
     assert coord.groups.group("g") is None
 
 
@@ -78,7 +88,7 @@ def test_stable_group_without_offsets_is_not_deleted() -> None:
     form_stable_group(env, "g", 1, session_timeout_ms=1_800_000)
     env.take()
     at(env, env.now() + 10 * RETENTION)
-    assert coord.retention.run_once() == []
+    assert cleanup(env, coord) == []
     assert coord.groups.group("g") is not None
 
 
@@ -93,11 +103,11 @@ def test_simple_group_offsets_expire_by_commit_time_one_by_one() -> None:
     commit(coord, "s", ("t", 1, 2))
     env.take()
     at(env, t0 + RETENTION)
-    assert coord.retention.run_once() == [OffsetTombstone("s", "t", 0, EXPIRED, t0 + RETENTION)]
+    assert cleanup(env, coord) == [OffsetTombstone("s", "t", 0, EXPIRED, t0 + RETENTION)]
     assert fetch(coord, "s", None) == [FetchedOffset("t", 1, 2)]
     assert coord.groups.group("s") is not None  # an offset survived
     at(env, t0 + 30_000 + RETENTION)
-    assert coord.retention.run_once() == [
+    assert cleanup(env, coord) == [
         OffsetTombstone("s", "t", 1, EXPIRED, env.now()),
         GroupTombstone("s", GroupRemovalCause.EXPIRED, env.now()),
     ]
@@ -109,10 +119,11 @@ def test_explicit_expire_timestamp_from_v2_retention_time() -> None:
     t0 = env.now()
     commit(coord, "s", ("t", 0, 1), version=2, retention_ms=1_000)
     commit(coord, "s", ("t", 1, 1), version=2)  # no retention time: the broker retention applies
+    env.take()
     at(env, t0 + 999)
-    assert coord.retention.run_once() == []
+    assert cleanup(env, coord) == []
     at(env, t0 + 1_000)
-    assert coord.retention.run_once() == [OffsetTombstone("s", "t", 0, EXPIRED, t0 + 1_000)]
+    assert cleanup(env, coord) == [OffsetTombstone("s", "t", 0, EXPIRED, t0 + 1_000)]
 
 
 # --------------------------------------------------------------------------------------------- non-empty groups
@@ -125,9 +136,9 @@ def test_stable_consumer_group_subscribed_topics_never_expire() -> None:
     commit(coord, "g", ("t", 0, 1), ("t", 1, 1), ("old", 0, 9), generation=g.generation, member_id=g.leader)
     env.take()
     at(env, t0 + 50 * RETENTION)
-    assert coord.retention.run_once() == [OffsetTombstone("g", "old", 0, EXPIRED, env.now())]
+    assert cleanup(env, coord) == [OffsetTombstone("g", "old", 0, EXPIRED, env.now())]
     at(env, t0 + 100 * RETENTION)
-    assert coord.retention.run_once() == []
+    assert cleanup(env, coord) == []
     assert fetch(coord, "g", None) == [FetchedOffset("t", 0, 1), FetchedOffset("t", 1, 1)]
     assert env.group("g").state is GroupState.STABLE
 
@@ -138,7 +149,7 @@ def test_consumer_group_with_unparsable_subscriptions_keeps_everything() -> None
     commit(coord, "g", ("t", 0, 1), generation=g.generation, member_id=g.leader)
     env.take()
     at(env, env.now() + 10 * RETENTION)
-    assert coord.retention.run_once() == []
+    assert cleanup(env, coord) == []
 
 
 def test_rebalancing_group_offsets_do_not_expire() -> None:
@@ -149,7 +160,7 @@ def test_rebalancing_group_offsets_do_not_expire() -> None:
     assert env.group("g").state is GroupState.PREPARING_REBALANCE
     env.take()
     at(env, env.now() + 10 * RETENTION)
-    assert coord.retention.run_once() == []
+    assert cleanup(env, coord) == []
 
 
 # ------------------------------------------------------------------------------------ scheduling and durability
@@ -178,11 +189,13 @@ def test_in_flight_commit_is_not_expired_and_keeps_group() -> None:
     t0 = env.now()
     coord.commit_offsets(commit_request("s", ("t", 0, 1), ("t", 1, 1)))
     env.log.commit()
+    env.take()
     at(env, t0 + RETENTION)
     coord.commit_offsets(commit_request("s", ("t", 0, 2)))  # not yet durable
     records = coord.retention.run_once()
     assert records == [OffsetTombstone("s", "t", 1, EXPIRED, env.now())]
     env.log.commit()
+    assert env.take() == [OffsetCommitRecord("s", "t", 0, 2, -1, "", env.now(), None, "", -1), *records]
     assert fetch(coord, "s", None) == [FetchedOffset("t", 0, 2)]
     assert coord.groups.group("s") is not None
 
@@ -192,6 +205,7 @@ def test_cleanup_applies_only_when_durable_and_retries_after_failure() -> None:
     t0 = env.now()
     coord.commit_offsets(commit_request("s", ("t", 0, 1)))
     env.log.commit()
+    env.take()
     at(env, t0 + RETENTION)
     first = coord.retention.run_once()
     assert len(first) == 2
@@ -200,9 +214,11 @@ def test_cleanup_applies_only_when_durable_and_retries_after_failure() -> None:
     env.log.fail(ErrorCode.coordinator_not_available)
     assert fetch(coord, "s", None) == [FetchedOffset("t", 0, 1)]
     assert coord.groups.group("s") is not None
+    assert env.take() == []
     second = coord.retention.run_once()
     assert second == first
     env.log.commit()
+    assert env.take() == second
     assert coord.groups.group("s") is None
     assert not coord.offsets.committed("s")
 
@@ -214,7 +230,12 @@ def test_group_with_in_flight_commit_on_new_partition_is_not_deleted() -> None:
     env.log.commit()
     at(env, t0 + RETENTION)
     coord.commit_offsets(commit_request("s", ("t", 5, 1)))  # not yet durable, a partition the group never had
+    env.take()
     assert coord.retention.run_once() == [OffsetTombstone("s", "t", 0, EXPIRED, env.now())]
     env.log.commit()
     assert fetch(coord, "s", None) == [FetchedOffset("t", 5, 1)]
+    assert env.take() == [
+        OffsetCommitRecord("s", "t", 5, 1, -1, "", env.now(), None, "", -1),
+        OffsetTombstone("s", "t", 0, EXPIRED, env.now()),
+    ]
     assert coord.groups.group("s") is not None

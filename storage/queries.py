@@ -8,21 +8,32 @@ with the total before paging), and bounded: each call reads a position window of
 * ``latest_offsets`` — the current committed offsets of a group (the snapshot table).
 * ``committed_as_of`` — a group's committed offsets as they stood at a time (offset reset "to datetime").
 * ``group_records`` — a group's history and group-metadata records rebuilt in log order (for callers that fold
-  records themselves, e.g. ``servers.http.history.assemble_rebalances``).
+  records themselves).
 
-History older than the retention is pruned (see ``SqlRecordLog.prune_history``); these APIs see what is left.
-Field names follow ``servers.http.models`` so the HTTP layer can convert one to one.
+The rebalances are folded by ``coordinator.history`` (the same fold the in-memory history uses) over the records
+rebuilt from a window of positions; the owners of the assignments it compares come from the decoded-assignment
+table. History older than the retention is pruned (see ``SqlRecordLog.prune_history``); these APIs see what is left.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Select, Table, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from coordinator.history import (
+    CommitEntry,
+    Owners,
+    Rebalance,
+    RebalanceOutcome,
+    TopicPartition,
+    fold_rebalances,
+    with_moves,
+)
 from coordinator.records import (
     GroupMetadataRecord,
     GroupRemovalCause,
@@ -41,83 +52,6 @@ from coordinator.records import (
 from . import models as m
 from .errors import StorageError, describe
 from .models import table
-
-TopicPartition = tuple[str, int]
-
-STABLE, EMPTY, RESTARTED, IN_PROGRESS, DELETED = "stable", "empty", "restarted", "in_progress", "deleted"
-
-
-@dataclass(frozen=True, slots=True)
-class MemberIn:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    timestamp_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class MemberOut:
-    member_id: str
-    group_instance_id: str | None
-    cause: str
-    reason: str | None
-    timestamp_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionMove:
-    topic: str
-    partition: int
-    from_member: str | None  # None: not assigned before
-    to_member: str | None  # None: no longer assigned
-
-
-@dataclass(slots=True)
-class Rebalance:
-    group_id: str
-    position: int  # of the RebalanceStarted record
-    cause: str
-    reason: str | None
-    member_id: str | None
-    group_instance_id: str | None
-    previous_state: str
-    from_generation: int
-    started_ms: int
-    to_generation: int | None = None
-    join_completed_ms: int | None = None
-    stabilized_ms: int | None = None
-    join_duration_ms: int | None = None
-    sync_duration_ms: int | None = None
-    duration_ms: int | None = None  # start to Stable (or to the end of the join phase when Empty)
-    outcome: str = IN_PROGRESS  # stable, empty, restarted, in_progress, deleted
-    protocol: str | None = None
-    leader: str | None = None
-    members: list[str] = field(default_factory=list)
-    members_in: list[MemberIn] = field(default_factory=list)
-    members_out: list[MemberOut] = field(default_factory=list)
-    partitions_moved: list[PartitionMove] | None = None  # consumer protocol only, once Stable
-    # Positions of the group metadata records in force at the start and of the new generation (internal).
-    _before_position: int | None = field(default=None, compare=False, repr=False)
-    _after_position: int | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class CommitEntry:
-    position: int
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int | None
-    member_id: str
-    generation_id: int
-
-    @property
-    def admin(self) -> bool:
-        return self.generation_id < 0 and not self.member_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,110 +271,40 @@ async def _rebalance_history(
     records = await _group_records(conn, group_id, int(lo) if lo is not None else 0, hi, with_members=False)
     wanted = set(page)
     views = [v for v in fold_rebalances(records) if v.position in wanted]
-    await _attach_moves(conn, group_id, views, records)
+    views = await _with_metadata_before_window(conn, group_id, views, records)
+    stable = [v for v in views if v.outcome is RebalanceOutcome.STABLE]
+    positions = {p for v in stable for p in (v.before_metadata, v.after_metadata) if p is not None}
+    views = with_moves(views, await _assignments(conn, group_id, sorted(positions)))
     views.sort(key=lambda v: v.position, reverse=True)
     return views, total
 
 
-def fold_rebalances(records: Iterable[tuple[int, Record]]) -> list[Rebalance]:
-    """(position, record) pairs of one group in log order -> one ``Rebalance`` per RebalanceStarted, oldest first.
-    Events after a rebalance ended and before the next start (e.g. the member whose join causes it) count for the
-    next one."""
-    done: list[Rebalance] = []
-    current: Rebalance | None = None
-    pending_in: list[MemberIn] = []
-    pending_out: list[MemberOut] = []
-    last_metadata: int | None = None  # position of the group metadata record in force
-
-    def close(outcome: str) -> None:
-        nonlocal current
-        if current is not None:
-            current.outcome = outcome
-            done.append(current)
-            current = None
-
-    for position, rec in records:
-        if isinstance(rec, RebalanceStarted):
-            close(RESTARTED)
-            current = Rebalance(
-                group_id=rec.group_id,
-                position=position,
-                cause=str(rec.cause),
-                reason=rec.reason,
-                member_id=rec.member_id,
-                group_instance_id=rec.group_instance_id,
-                previous_state=rec.previous_state,
-                from_generation=rec.generation_id,
-                started_ms=rec.timestamp_ms,
-                members_in=pending_in,
-                members_out=pending_out,
-                _before_position=last_metadata,
-            )
-            pending_in, pending_out = [], []
-        elif isinstance(rec, MemberJoined):
-            entry = MemberIn(rec.member_id, rec.group_instance_id, rec.client_id, rec.client_host, rec.timestamp_ms)
-            (current.members_in if current is not None else pending_in).append(entry)
-        elif isinstance(rec, MemberRemoved):
-            out = MemberOut(rec.member_id, rec.group_instance_id, str(rec.cause), rec.reason, rec.timestamp_ms)
-            (current.members_out if current is not None else pending_out).append(out)
-        elif isinstance(rec, JoinPhaseCompleted):
-            if current is not None:
-                current.to_generation = rec.generation_id
-                current.join_completed_ms = rec.timestamp_ms
-                current.join_duration_ms = rec.join_duration_ms
-                current.protocol = rec.protocol
-                current.leader = rec.leader
-                current.members = list(rec.members)
-                if rec.state == "Empty":
-                    current.duration_ms = rec.join_duration_ms
-                    close(EMPTY)
-        elif isinstance(rec, GroupMetadataRecord):
-            last_metadata = position
-            if current is not None and rec.generation_id == current.to_generation:
-                current._after_position = position
-        elif isinstance(rec, GroupStabilized):
-            if current is not None:
-                current.stabilized_ms = rec.timestamp_ms
-                current.sync_duration_ms = rec.sync_duration_ms
-                current.duration_ms = rec.rebalance_duration_ms
-                close(STABLE)
-        elif isinstance(rec, GroupTombstone):
-            close(DELETED)
-            last_metadata = None
-            pending_in, pending_out = [], []
-    if current is not None:
-        done.append(current)
-    return done
-
-
-async def _attach_moves(conn: AsyncConnection, group_id: str, views: list[Rebalance], records: Any) -> None:
-    """Partitions whose owner changed between the assignment in force at the start and the new generation's."""
-    stable = [v for v in views if v.outcome == STABLE and v._after_position is not None]
-    if not stable:
-        return
-    first = min(v.position for v in stable)
+async def _with_metadata_before_window(
+    conn: AsyncConnection, group_id: str, views: list[Rebalance], records: list[tuple[int, Record]]
+) -> list[Rebalance]:
+    """A Stable rebalance with no group metadata record before it in the window: the record in force at its start
+    is the latest one before the window, unless a tombstone in the window came between."""
+    missing = {
+        v.position
+        for v in views
+        if v.outcome is RebalanceOutcome.STABLE and v.after_metadata is not None and v.before_metadata is None
+    }
+    if not missing:
+        return views
     gl = table(m.GroupMetadataLog)
-    if any(v._before_position is None for v in stable):
-        # The metadata record in force may precede the window: the latest one before the oldest start.
-        before = (
-            await conn.execute(select(func.max(gl.c.position)).where(gl.c.group_id == group_id, gl.c.position < first))
-        ).scalar()
-        for v in stable:
-            if v._before_position is None and before is not None and not _tombstone_between(records, before, v):
-                v._before_position = int(before)
-    positions = {v._after_position for v in stable} | {v._before_position for v in stable}
-    positions.discard(None)
-    owners = await _assignments(conn, group_id, sorted(p for p in positions if p is not None))
-    for v in stable:
-        after = owners.get(v._after_position) if v._after_position is not None else None
-        before_owners = owners.get(v._before_position, None) if v._before_position is not None else {}
-        if after is None or before_owners is None:
-            continue
-        v.partitions_moved = [
-            PartitionMove(tp[0], tp[1], before_owners.get(tp), after.get(tp))
-            for tp in sorted(before_owners.keys() | after.keys())
-            if before_owners.get(tp) != after.get(tp)
-        ]
+    before = (
+        await conn.execute(
+            select(func.max(gl.c.position)).where(gl.c.group_id == group_id, gl.c.position < min(missing))
+        )
+    ).scalar()
+    if before is None:
+        return views
+    return [
+        dataclasses.replace(v, before_metadata=int(before))
+        if v.position in missing and not _tombstone_between(records, before, v)
+        else v
+        for v in views
+    ]
 
 
 def _tombstone_between(records: Iterable[tuple[int, Record]], before: int, v: Rebalance) -> bool:
@@ -449,12 +313,13 @@ def _tombstone_between(records: Iterable[tuple[int, Record]], before: int, v: Re
 
 async def _assignments(
     conn: AsyncConnection, group_id: str, positions: Sequence[int]
-) -> dict[int, dict[TopicPartition, str] | None]:
-    """Owner per partition of each group metadata record; None when not ``consumer`` or not decodable."""
+) -> dict[int, Owners | None]:
+    """Owner per partition of each group metadata record, as ``coordinator.history.assignment_owners`` tells them
+    from the record: {} without members; None when not ``consumer`` or not decodable."""
     if not positions:
         return {}
     gl, gm, ap = table(m.GroupMetadataLog), table(m.GenerationMember), table(m.AssignedPartition)
-    out: dict[int, dict[TopicPartition, str] | None] = {}
+    out: dict[int, Owners | None] = {}
     for row in await conn.execute(
         select(gl.c.position, gl.c.protocol_type, gl.c.member_count).where(gl.c.position.in_(positions))
     ):

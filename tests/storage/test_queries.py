@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from coordinator.history import MemberIn, MemberOut, PartitionMove
 from coordinator.records import (
     GroupRemovalCause,
     GroupStabilized,
@@ -17,7 +18,6 @@ from coordinator.records import (
     new_offset_tombstone,
 )
 from storage import SqlRecordLog
-from storage.queries import MemberIn, MemberOut, PartitionMove
 
 from .records_gen import commit, consumer_assignment, group_record, member
 

@@ -24,8 +24,10 @@ from daemon.settings import Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from runtime.loop import AsyncioTimer
 from runtime.metrics import Metrics
-from servers.http import HttpServer, start_http
+from runtime.record_stream import RecordStream
+from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
 from servers.http.readiness import readiness_probe, sql_ping
+from servers.http.storage_history import StorageHistory
 from servers.http.wiring import Operator
 from servers.kafka import Node, Services
 from servers.kafka.listener import KafkaServer
@@ -48,10 +50,12 @@ class App:
         self.clock = clock or SystemClock()
         self.timer = AsyncioTimer()
         self.metrics = metrics if metrics is not None else Metrics(per_group_labels=settings.http.per_group_metrics)
-        # The original log keeps load/close/queries; the core writes through the operator's taps (metrics, history).
+        # The core appends to the record stream, which appends to the log and tells the metrics (and the in-memory
+        # history, when the log keeps none); the daemon loads, checks and closes the log itself.
         self.record_log: RecordLog = record_log if record_log is not None else MemoryLog(auto_commit=True, keep=False)
-        self.operator = Operator.around(self.record_log, metrics=self.metrics)
-        self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.operator.log)
+        self.records = RecordStream(self.record_log, self.metrics)
+        self.operator = Operator(self.metrics, self._history())
+        self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.records)
         self.operator.watch(self.coordinator)
         self.topics = TopicRegistry.from_settings(settings.topics)
         self.metrics.watch_topics(self.topics)
@@ -98,6 +102,15 @@ class App:
             s.url, data_dir=s.data_dir, on_batch=metrics.observe_storage_write, exclusive=True
         )
         return cls(settings, record_log=record_log, clock=clock, metrics=metrics)
+
+    def _history(self) -> HistorySource:
+        """The stored history when the log has one; else one kept in memory from the record stream."""
+        queries = getattr(self.record_log, "queries", None)
+        if queries is not None:
+            return StorageHistory(queries)
+        memory = MemoryHistory()
+        self.records.listen(memory)
+        return memory
 
     @property
     def port(self) -> int:

@@ -8,7 +8,7 @@ Rules of this module:
   time (``_RequestCollector``); ``observe_storage_write`` (per transaction) costs one dict lookup plus one
   prometheus observation: label children are cached per key, nothing is proportional to the number of groups.
 * Rebalance, member-removal and offset-commit metrics are derived from the records the core appends (the records are
-  the source of truth), through ``MetricsLog``, a ``RecordLog`` wrapper that observes each batch as it is appended.
+  the source of truth): ``Metrics`` listens to the ``runtime.record_stream.RecordStream`` the core appends to.
 * Group gauges (groups by state, members) are computed at scrape time from the live core, so joins and heartbeats
   pay nothing for them.
 * Per-group labels (``group``) can be switched off for cardinality; the totals stay.
@@ -28,7 +28,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from coordinator.record_log import OnDone, RecordLog
 from coordinator.records import (
     GroupStabilized,
     GroupTombstone,
@@ -40,7 +39,7 @@ from coordinator.records import (
 )
 from protocol.errors import ErrorCode
 
-__all__ = ["API_NAMES", "CONTENT_TYPE_LATEST", "ConnectionStats", "Metrics", "MetricsLog", "api_name"]
+__all__ = ["API_NAMES", "CONTENT_TYPE_LATEST", "ConnectionStats", "Metrics", "api_name"]
 
 # Kafka api keys -> names (the ones a group coordinator sees; anything else is labelled with its number).
 API_NAMES: dict[int, str] = {
@@ -275,7 +274,10 @@ class _CommitCollector(Collector):
 
 
 class Metrics:
-    """The daemon's metrics. Create one per process (or per test) and pass it to the server, storage and HTTP app."""
+    """The daemon's metrics. Create one per process (or per test) and pass it to the server, storage and HTTP app;
+    it is a ``RecordListener`` of the record stream (``on_append``, ``on_durable``)."""
+
+    durable_types: frozenset[type] = frozenset({OffsetCommitRecord})  # commits count once durable
 
     def __init__(self, *, per_group_labels: bool = True, registry: CollectorRegistry | None = None) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -366,7 +368,7 @@ class Metrics:
         self.http_requests.labels(route, str(status)).inc()
 
     # ---------------------------------------------------------------------------------------- from the records
-    def observe_records(self, records: Sequence[Record]) -> None:
+    def on_append(self, records: Sequence[Record]) -> None:
         """History records (rebalances, removals, deletions), as they are appended."""
         per_group = self.per_group_labels
         for rec in records:
@@ -387,7 +389,7 @@ class Metrics:
             elif isinstance(rec, GroupTombstone):
                 self.groups_deleted.labels(rec.cause.value).inc()
 
-    def observe_committed(self, records: Sequence[Record]) -> None:
+    def on_durable(self, records: Sequence[Record]) -> None:
         """State records that became durable: offset commits are counted once written, not when attempted."""
         per_group = self.per_group_labels
         counts = self._commits.counts
@@ -457,32 +459,3 @@ def _err(code: int) -> str:
         return str(ErrorCode(code).name)
     except ValueError:
         return str(code)
-
-
-class MetricsLog:
-    """A ``RecordLog`` that feeds ``Metrics`` from the records passing through it, then delegates to ``inner``.
-
-    History records are observed at append (nobody waits for them); offset commits once they are durable.
-    """
-
-    def __init__(self, inner: RecordLog, metrics: Metrics) -> None:
-        self.inner = inner
-        self.metrics = metrics
-
-    def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None:
-        self.metrics.observe_records(records)
-        if records and (
-            records[0].__class__ is OffsetCommitRecord or any(r.__class__ is OffsetCommitRecord for r in records)
-        ):
-            metrics = self.metrics
-            inner_done = on_done
-
-            def done(error: ErrorCode | None) -> None:
-                if error is None:
-                    metrics.observe_committed(records)
-                if inner_done is not None:
-                    inner_done(error)
-
-            self.inner.append(records, done)
-        else:
-            self.inner.append(records, on_done)

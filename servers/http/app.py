@@ -108,7 +108,7 @@ def create_http_app(
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
-    ``history`` defaults to an empty ``MemoryHistory`` (feed it with ``TapLog.for_history``); ``metrics`` to none
+    ``history`` defaults to an empty ``MemoryHistory`` (feed it with ``RecordStream.listen``); ``metrics`` to none
     (``/metrics`` answers 404); ``token`` "" or None leaves mutating endpoints open.
     """
     app = web.Application(middlewares=[metrics_middleware, error_middleware, auth_middleware])

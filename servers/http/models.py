@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
 
+from coordinator.history import RebalanceOutcome  # the core's outcomes are the API's
+
 # Kafka's limits on names: group ids are any non-empty string; topic names are legal Kafka topic names.
 TOPIC_NAME_PATTERN = r"^(?!\.{1,2}$)[a-zA-Z0-9._-]{1,249}$"
 MAX_PAGE = 1000
@@ -192,14 +194,6 @@ class PartitionMove(Out):
     partition: int
     from_member: str | None = Field(description="None: the partition was not assigned before.")
     to_member: str | None = Field(description="None: the partition is no longer assigned.")
-
-
-class RebalanceOutcome(StrEnum):
-    STABLE = "stable"  # the leader's assignment was persisted
-    EMPTY = "empty"  # the join phase ended with no members
-    RESTARTED = "restarted"  # a new rebalance started before this one finished
-    IN_PROGRESS = "in_progress"
-    DELETED = "deleted"  # the group was deleted
 
 
 class RebalanceView(Out):

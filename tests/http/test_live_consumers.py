@@ -45,9 +45,8 @@ async def daemon() -> AsyncIterator[Daemon]:
         group={"initial_rebalance_delay_ms": 100, "min_session_timeout_ms": 1000},
         topics={"initial": {TOPIC: 4}},
     )
-    operator = Operator.around(MemoryLog(auto_commit=True, keep=False))
-    app = App(settings, record_log=operator.log)
-    operator.watch(app.coordinator)
+    app = App(settings, record_log=MemoryLog(auto_commit=True, keep=False))
+    operator = app.operator
     loaded = False
 
     async def probe() -> ReadyState:

@@ -30,8 +30,9 @@ from coordinator.messages import (
 from coordinator.record_log import MemoryLog
 from coordinator.topics import TopicRegistry
 from protocol.errors import ErrorCode
-from runtime.metrics import Metrics, MetricsLog
-from servers.http import MemoryHistory, ReadyState, TapLog, create_http_app
+from runtime.metrics import Metrics
+from runtime.record_stream import RecordStream
+from servers.http import MemoryHistory, ReadyState, create_http_app
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SESSION_MS = 10_000
@@ -200,7 +201,7 @@ def make_world(*, token: str | None = None, per_group_labels: bool = True, auto_
     memory = MemoryLog(auto_commit=auto_commit)
     history = MemoryHistory()
     metrics = Metrics(per_group_labels=per_group_labels)
-    log = MetricsLog(TapLog.for_history(memory, history), metrics)
+    log = RecordStream(memory, metrics, history)
     core = GroupCoordinator(GroupConfig(), clock, timer, log)
     topics = TopicRegistry(auto_create=False)
     topics.add("orders", 4)

@@ -74,3 +74,20 @@ class MemoryLog:
 
     def of_type(self, *types: type) -> list[Record]:
         return [r for r in self.records if isinstance(r, types)]
+
+    # ------------------------------------------------------------------ storage.durable_log.DurableLog, trivially
+    # What a daemon asks of a durable log (load, close, readiness, history): an in-memory log stores nothing.
+    queries = None  # no stored history: the operator API keeps its own
+    engine = None  # no database to ping
+
+    async def load(self) -> tuple[()]:
+        return ()
+
+    async def close(self) -> None:
+        return None
+
+    async def check_writes(self) -> None:
+        return None
+
+    async def run_history_pruning(self, retention_ms: int, interval_s: float) -> None:
+        return None

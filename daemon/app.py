@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.clock import Clock, SystemClock
 from coordinator.group_coordinator import GroupCoordinator
-from coordinator.record_log import MemoryLog, RecordLog
+from coordinator.record_log import MemoryLog
 from coordinator.topics import TopicRegistry
 from daemon.settings import Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -32,6 +31,9 @@ from servers.http.wiring import Operator
 from servers.kafka import Node, Services
 from servers.kafka.listener import KafkaServer
 
+if TYPE_CHECKING:  # storage is imported only when a database is configured (App.open)
+    from storage.durable_log import DurableLog
+
 log = logging.getLogger("daemon.app")
 
 MEMORY_STORAGE = "memory"
@@ -42,7 +44,7 @@ class App:
         self,
         settings: Settings,
         *,
-        record_log: RecordLog | None = None,
+        record_log: DurableLog | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -52,7 +54,7 @@ class App:
         self.metrics = metrics if metrics is not None else Metrics(per_group_labels=settings.http.per_group_metrics)
         # The core appends to the record stream, which appends to the log and tells the metrics (and the in-memory
         # history, when the log keeps none); the daemon loads, checks and closes the log itself.
-        self.record_log: RecordLog = record_log if record_log is not None else MemoryLog(auto_commit=True, keep=False)
+        self.record_log: DurableLog = record_log if record_log is not None else MemoryLog(auto_commit=True, keep=False)
         self.records = RecordStream(self.record_log, self.metrics)
         self.operator = Operator(self.metrics, self._history())
         self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.records)
@@ -105,7 +107,7 @@ class App:
 
     def _history(self) -> HistorySource:
         """The stored history when the log has one; else one kept in memory from the record stream."""
-        queries = getattr(self.record_log, "queries", None)
+        queries = self.record_log.queries
         if queries is not None:
             return StorageHistory(queries)
         memory = MemoryHistory()
@@ -122,11 +124,11 @@ class App:
 
     async def start(self) -> None:
         if self.settings.http.listen:
-            engine = getattr(self.record_log, "engine", None)
+            engine = self.record_log.engine
             probe = readiness_probe(
                 lambda: self.loaded,
                 sql_ping(engine) if engine is not None else None,
-                writes=getattr(self.record_log, "check_writes", None),  # SqlRecordLog: failing writes
+                writes=self.record_log.check_writes,  # SqlRecordLog: failing writes
             )
             token = self.settings.http.token
             http_app = self.operator.http_app(
@@ -140,15 +142,10 @@ class App:
                 http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes
             )
         # Durable logs (SqlRecordLog) return the stored state records; replay them before anything runs.
-        load = getattr(self.record_log, "load", None)
         replayed = 0
-        if load is not None:
-            records = load()
-            if inspect.isawaitable(records):
-                records = await records
-            for record in records or ():
-                self.coordinator.replay(record)
-                replayed += 1
+        for record in await self.record_log.load():
+            self.coordinator.replay(record)
+            replayed += 1
         self.coordinator.on_loaded()
         self.loaded = True
         self._start_history_pruning()
@@ -163,12 +160,10 @@ class App:
         )  # fmt: skip
 
     def _start_history_pruning(self) -> None:
-        run = getattr(self.record_log, "run_history_pruning", None)
-        if run is None:
-            return
         s = self.settings.storage
         retention_ms = int(s.history_retention_days * 86_400_000)
-        self._background.append(asyncio.get_running_loop().create_task(run(retention_ms, s.history_prune_interval_s)))
+        prune = self.record_log.run_history_pruning(retention_ms, s.history_prune_interval_s)
+        self._background.append(asyncio.get_running_loop().create_task(prune))
 
     async def stop(self) -> None:
         await self.server.stop()
@@ -182,11 +177,7 @@ class App:
         if self.http is not None:
             await self.http.stop()
             self.http = None
-        close = getattr(self.record_log, "close", None)
-        if close is not None:
-            result: Any = close()
-            if inspect.isawaitable(result):
-                await result
+        await self.record_log.close()
         log.info("coordinator stopped")
 
     async def run_until(self, stop: asyncio.Event, on_ready: Callable[[], None] | None = None) -> None:

@@ -25,7 +25,7 @@ class WriteHealthView(Protocol):
     def describe(self) -> str: ...
 
 
-WriteCheck = Callable[[], Awaitable[WriteHealthView]]
+WriteCheck = Callable[[], Awaitable[WriteHealthView | None]]  # None: no writes to check
 
 
 def sql_ping(engine: Any) -> Callable[[], Awaitable[None]]:
@@ -55,7 +55,7 @@ def readiness_probe(
                     health = await writes()
             except TimeoutError:
                 return ReadyState(False, f"storage write probe did not finish within {timeout_s:g}s")
-            if not health.ok:
+            if health is not None and not health.ok:
                 return ReadyState(False, health.describe())
         if ping is None:
             return ReadyState(True, "loaded")

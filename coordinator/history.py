@@ -38,6 +38,13 @@ from .records import (
 TopicPartition = tuple[str, int]
 Owners = dict[TopicPartition, str]  # partition -> member id
 
+# The record types each fold reads: a reader that keeps records for them (the in-memory history) keeps these.
+REBALANCE_RECORDS = (
+    RebalanceStarted, JoinPhaseCompleted, GroupStabilized, MemberJoined, MemberRemoved, GroupMetadataRecord,
+    GroupTombstone,
+)  # fmt: skip
+OFFSET_RECORDS = (OffsetCommitRecord, OffsetTombstone, GroupTombstone)  # committed_as_of
+
 
 class RebalanceOutcome(StrEnum):
     STABLE = "stable"  # the leader's assignment was persisted

@@ -450,16 +450,7 @@ async def _group_records(
         gm = table(m.GenerationMember)
         for r in await conn.execute(_sel(gm, group_id, lo, hi).order_by(gm.c.position, gm.c.member_index)):
             metadata_members.setdefault(r.position, []).append(
-                MemberMetadata(
-                    member_id=r.member_id,
-                    group_instance_id=r.group_instance_id,
-                    client_id=r.client_id,
-                    client_host=r.client_host,
-                    rebalance_timeout_ms=r.rebalance_timeout_ms,
-                    session_timeout_ms=r.session_timeout_ms,
-                    subscription=bytes(r.subscription),
-                    assignment=bytes(r.assignment),
-                )
+                member_from_row(r)
             )
     t = table(m.GroupMetadataLog)
     for r in await conn.execute(_sel(t, group_id, lo, hi)):
@@ -480,6 +471,21 @@ async def _group_records(
         )
     out.sort(key=lambda pr: pr[0])
     return out
+
+
+def member_from_row(row: Any) -> MemberMetadata:
+    """A group metadata record's member from its row (a generation's ``GenerationMember`` or the current
+    ``CurrentGroupMember``: the same columns)."""
+    return MemberMetadata(
+        member_id=row.member_id,
+        group_instance_id=row.group_instance_id,
+        client_id=row.client_id,
+        client_host=row.client_host,
+        rebalance_timeout_ms=row.rebalance_timeout_ms,
+        session_timeout_ms=row.session_timeout_ms,
+        subscription=bytes(row.subscription),
+        assignment=bytes(row.assignment),
+    )
 
 
 def _sel(t: Table, group_id: str, lo: int, hi: int | None) -> Select[Any]:

@@ -72,7 +72,7 @@ from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
 from .errors import StorageError, describe
 from .lock import DatabaseLock, claim_sqlite_database
 from .models import table
-from .queries import StorageQueries
+from .queries import StorageQueries, member_from_row
 from .writers import BatchWriter, PositionConflict, writer_for
 
 __all__ = ["PositionConflict", "SqlRecordLog", "WriteHealth", "WriterStats"]
@@ -469,18 +469,7 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
     members: dict[str, list[MemberMetadata]] = {}
     gm = table(m.CurrentGroupMember)
     for row in await conn.execute(select(gm).order_by(gm.c.group_id, gm.c.member_index)):
-        members.setdefault(row.group_id, []).append(
-            MemberMetadata(
-                member_id=row.member_id,
-                group_instance_id=row.group_instance_id,
-                client_id=row.client_id,
-                client_host=row.client_host,
-                rebalance_timeout_ms=row.rebalance_timeout_ms,
-                session_timeout_ms=row.session_timeout_ms,
-                subscription=bytes(row.subscription),
-                assignment=bytes(row.assignment),
-            )
-        )
+        members.setdefault(row.group_id, []).append(member_from_row(row))
     out: list[StateRecord] = []
     g = table(m.CurrentGroup)
     for row in await conn.execute(select(g).order_by(g.c.position)):

@@ -15,18 +15,7 @@ from typing import Protocol
 
 from coordinator import history as core
 from coordinator.history import TopicPartition
-from coordinator.records import (
-    GroupMetadataRecord,
-    GroupStabilized,
-    GroupTombstone,
-    JoinPhaseCompleted,
-    MemberJoined,
-    MemberRemoved,
-    OffsetCommitRecord,
-    OffsetTombstone,
-    RebalanceStarted,
-    Record,
-)
+from coordinator.records import OffsetCommitRecord, Record
 
 from .models import CommitEntry, RebalanceView
 
@@ -72,33 +61,22 @@ def in_range(ts: int, since_ms: int | None, until_ms: int | None) -> bool:
 # ------------------------------------------------------------------------------------------------ memory source
 
 
-_KEPT = (
-    RebalanceStarted,
-    JoinPhaseCompleted,
-    GroupStabilized,
-    MemberJoined,
-    MemberRemoved,
-    GroupMetadataRecord,
-    GroupTombstone,
-)
-
-
 class MemoryHistory:
     """A ``HistorySource`` that listens to the record stream (a ``runtime.record_stream.RecordListener``): the last
     ``max_records`` history records and ``max_commits`` offset records of each group, in memory. History records are
     kept at append, offset records once durable."""
 
-    durable_types: frozenset[type] = frozenset({OffsetCommitRecord, OffsetTombstone, GroupTombstone})
+    durable_types: frozenset[type] = frozenset(core.OFFSET_RECORDS)
 
     def __init__(self, *, max_records: int = 5_000, max_commits: int = 20_000) -> None:
         self._max_records = max_records
         self._max_commits = max_commits
         self._records: dict[str, deque[Record]] = {}
-        self._commits: dict[str, deque[OffsetCommitRecord | OffsetTombstone | GroupTombstone]] = {}
+        self._commits: dict[str, deque[Record]] = {}
 
     def on_append(self, records: Sequence[Record]) -> None:
         for rec in records:
-            if isinstance(rec, _KEPT):
+            if isinstance(rec, core.REBALANCE_RECORDS):
                 q = self._records.get(rec.group_id)
                 if q is None:
                     q = self._records[rec.group_id] = deque(maxlen=self._max_records)
@@ -106,7 +84,7 @@ class MemoryHistory:
 
     def on_durable(self, records: Sequence[Record]) -> None:
         for rec in records:
-            if isinstance(rec, OffsetCommitRecord | OffsetTombstone | GroupTombstone):
+            if isinstance(rec, core.OFFSET_RECORDS):
                 q = self._commits.get(rec.group_id)
                 if q is None:
                     q = self._commits[rec.group_id] = deque(maxlen=self._max_commits)

@@ -1,7 +1,9 @@
 """``StorageHistory`` (the durable store's read APIs) answers like ``MemoryHistory`` for the same records.
 
-The two fold rebalances independently (SQL windows in ``storage.queries``, ``assemble_rebalances`` here), so
-agreement on a scenario with joins, a leave, a session timeout, commits and an admin reset is a real check.
+Both fold with ``coordinator.history``, but over different inputs: the store over records rebuilt from a window of
+its tables, with owners from its decoded-assignment table and the metadata record before the window looked up in
+SQL; the memory history over the records it was shown. Agreement on a scenario with joins, a leave, a session
+timeout, commits and an admin reset, read whole and in pages, is a real check of the store's side.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The classic group and its members: data, the five-state table and the predicates Kafka's coordinator uses.
+"""The classic group and its members: data and the predicates Kafka's coordinator uses.
 
-This module holds no request logic (see ``coordinator.groups`` for the state machine handlers). Every state
-change goes through ``ClassicGroup.transition_to``, which checks the transition table below and stamps the time.
+This module holds no request logic (the handlers are ``coordinator.join``, ``sync``, ``heartbeat``, ``leave`` over
+``coordinator.rebalance``). Every state change goes through ``ClassicGroup.apply(event)``, which checks the event
+table of ``coordinator.states`` and stamps the time.
 
 States, with how each request is answered ("action") and where the group can go ("transition"):
 
@@ -19,6 +20,8 @@ States, with how each request is answered ("action") and where the group can go 
   action: Heartbeat -> NONE; SyncGroup answered at once; unchanged follower JoinGroup answered at once.
   transition: PreparingRebalance on leader rejoin, metadata change, new member, leave, expiry.
 * ``DEAD`` - terminal (unloaded); Join/Sync/Heartbeat/Leave/Commit -> COORDINATOR_NOT_AVAILABLE.
+
+The transitions, event by event, are ``coordinator.states.TRANSITIONS``.
 """
 
 from __future__ import annotations
@@ -26,13 +29,24 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
 
 from protocol.consumer_protocol import subscription_topics
 from protocol.errors import ErrorCode
 
 from .deferred import Deferred
 from .messages import JoinGroupMember, JoinGroupResult, SyncGroupResult
+from .states import TRANSITIONS, VALID_PREVIOUS_STATES, GroupEvent, GroupState, IllegalStateTransition
+
+__all__ = [
+    "CONSUMER_PROTOCOL_TYPE",
+    "VALID_PREVIOUS_STATES",
+    "ClassicGroup",
+    "GroupEvent",
+    "GroupState",
+    "IllegalStateTransition",
+    "Member",
+    "MemberValidationError",
+]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -47,44 +61,6 @@ def _distinct_names(protocols: list[tuple[str, bytes]]) -> dict[str, None]:
     (ClassicGroup.incrementSupportedProtocols) and so has the same flaw; we count each name once.
     """
     return dict.fromkeys(name for name, _ in protocols)
-
-
-class GroupState(Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-    @property
-    def display(self) -> str:
-        return self.value
-
-    @property
-    def lower(self) -> str:
-        return self.value.lower()
-
-
-# target state -> states it may be entered from (ClassicGroupState)
-VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.DEAD: frozenset(
-        {
-            GroupState.STABLE,
-            GroupState.PREPARING_REBALANCE,
-            GroupState.COMPLETING_REBALANCE,
-            GroupState.EMPTY,
-            GroupState.DEAD,
-        }
-    ),
-}
-
-
-class IllegalStateTransition(RuntimeError):
-    """An internal error: the coordinator tried a transition the table forbids."""
 
 
 class MemberValidationError(Exception):
@@ -115,8 +91,8 @@ class Member:
     last_heartbeat_monotonic_ms: int = 0
     session_deadline_monotonic_ms: int = 0
     session_timer_monotonic_ms: int = 0
-    # Session-timer plumbing, built once per member by the GroupManager so that a heartbeat allocates nothing:
-    # the timer key ``heartbeat-<group>-<member>`` and the expiry operation bound to this group and member id.
+    # Session-timer plumbing, built once per member (``coordinator.rebalance.track``) so that a heartbeat allocates
+    # nothing: the timer key ``heartbeat-<group>-<member>`` and the expiry operation bound to this group and member.
     heartbeat_key: str = ""
     expire_op: Callable[[], None] | None = None
 
@@ -202,7 +178,23 @@ class ClassicGroup:
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS_STATES[GroupState.PREPARING_REBALANCE]
 
+    def accepts(self, event: GroupEvent) -> bool:
+        """Whether ``event`` moves the group from its current state (``coordinator.states.TRANSITIONS``)."""
+        return self.state in TRANSITIONS[event].sources
+
+    def apply(self, event: GroupEvent, now_ms: int) -> None:
+        """Move the group as ``event`` says; an event the current state does not accept is an internal error."""
+        sources, target = TRANSITIONS[event]
+        if self.state not in sources:
+            raise IllegalStateTransition(
+                f"group {self.group_id}: {event.name} is illegal in {self.state.value} (-> {target.value})"
+            )
+        self.previous_state = self.state
+        self.state = target
+        self.state_timestamp_ms = now_ms
+
     def transition_to(self, target: GroupState, now_ms: int) -> None:
+        """Move to ``target`` by whatever event leads there (tests build groups in a given state this way)."""
         if self.state not in VALID_PREVIOUS_STATES[target]:
             raise IllegalStateTransition(
                 f"group {self.group_id}: illegal transition {self.state.value} -> {target.value}"
@@ -281,7 +273,7 @@ class ClassicGroup:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         # A duplicate JoinGroup replaces the parked handle. Kafka never answers the earlier request; the
-        # GroupManager answers it (REBALANCE_IN_PROGRESS) before calling this so that no reply is left dangling.
+        # JoinGroup handler answers it (REBALANCE_IN_PROGRESS) before calling this so that no reply is left dangling.
         if join_reply is not None and not member.is_awaiting_join:
             self.num_members_awaiting_join += 1
         elif join_reply is None and member.is_awaiting_join:
@@ -363,12 +355,24 @@ class ClassicGroup:
         if self.members:
             self.protocol_name = self.select_protocol()
             self.compute_subscribed_topics()
-            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+            self.apply(GroupEvent.JOIN_COMPLETED, now_ms)
         else:
             self.protocol_name = None
             self.compute_subscribed_topics()
-            self.transition_to(GroupState.EMPTY, now_ms)
+            self.apply(GroupEvent.ALL_MEMBERS_GONE, now_ms)
         self.pending_sync_members.clear()
+
+    def current_generation_result(self, member_id: str, *, with_members: bool) -> JoinGroupResult:
+        """A JoinGroup answer with the current generation (the leader's with the member list)."""
+        return JoinGroupResult(
+            error=ErrorCode.none,
+            generation_id=self.generation_id,
+            protocol_type=self.protocol_type,
+            protocol_name=self.protocol_name,
+            leader=self.leader_id or "",
+            member_id=member_id,
+            members=self.current_members() if with_members else [],
+        )
 
     def current_members(self) -> list[JoinGroupMember]:
         """The leader's member list: every member (static absentees too) with its selected-protocol metadata."""

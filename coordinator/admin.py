@@ -15,12 +15,13 @@ from protocol.errors import ErrorCode
 
 from .clock import Clock
 from .deferred import Deferred, resolved
-from .deletion import append_deletion
+from .deletion import deletion
 from .group import ClassicGroup, GroupState, Member
 from .messages import DeleteGroupResult, DescribedGroup, DescribedMember, ListedGroup
-from .offsets import GroupDirectory, OffsetManager, map_append_error
+from .offsets import GroupDirectory, OffsetManager
 from .record_log import RecordLog
 from .records import GroupRemovalCause, OffsetRemovalCause, Record, new_group_tombstone, new_offset_tombstone
+from .writes import write
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +124,9 @@ class GroupAdmin:
                     err.name,
                     extra={"throttle": ("write-failed", "delete groups")},
                 )
-                mapped = map_append_error(err)
-                reply.resolve([DeleteGroupResult(r.group_id, mapped) if r.group_id in deleted else r for r in results])
+                reply.resolve([DeleteGroupResult(r.group_id, err) if r.group_id in deleted else r for r in results])
 
-        append_deletion(self._log, self._groups, self._offsets, records, on_done)
+        write(self._log, deletion(self._groups, self._offsets, records, on_done))
         return reply
 
 

@@ -1,4 +1,4 @@
-"""Appending a deletion (DeleteGroups, the operator API's DELETE, retention expiry) and applying it to memory.
+"""Writing a deletion (DeleteGroups, the operator API's DELETE, retention expiry) and applying it to memory.
 
 A deletion's records change memory the way every other record of their family does:
 
@@ -23,15 +23,14 @@ from collections.abc import Sequence
 from protocol.errors import ErrorCode
 
 from .offsets import GroupDirectory, OffsetManager
-from .record_log import OnDone, RecordLog
 from .records import GroupMetadataRecord, GroupTombstone, OffsetTombstone, Record
+from .result import Durable, Result
 
 
-def append_deletion(
-    log: RecordLog, groups: GroupDirectory, offsets: OffsetManager, records: Sequence[Record], then: OnDone
-) -> None:
-    """Remove the groups of ``records``' group tombstones now, append ``records``, and once they are durable replay
-    their offset tombstones; on a failed write restore the removed groups. ``then`` is called after either."""
+def deletion(groups: GroupDirectory, offsets: OffsetManager, records: Sequence[Record], then: Durable) -> Result[None]:
+    """Remove the groups of ``records``' group tombstones now and return the write of ``records``: once they are
+    durable their offset tombstones are replayed; on a failed write the removed groups are restored. ``then`` is
+    called after either, with the Kafka error of a failed write."""
     removed: list[GroupMetadataRecord] = []
     for record in records:
         if isinstance(record, GroupTombstone):
@@ -49,5 +48,7 @@ def append_deletion(
             groups.finish_removal(state, written=error is None)
         then(error)
 
-    # Last: the log may call ``written`` before ``append`` returns, and the removals must precede it.
-    log.append(records, written)
+    out: Result[None] = Result()
+    out.records.extend(records)
+    out.on_durable.append(written)
+    return out

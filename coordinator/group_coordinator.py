@@ -1,6 +1,7 @@
 """The group coordinator of one shard: the facade the API layer talks to.
 
-It composes the state machine (``GroupManager``: Join/Sync/Heartbeat/Leave), the offsets store (``OffsetManager``),
+It composes the classic group type (``GroupManager``: Join/Sync/Heartbeat/Leave handlers over the shard's
+``ClassicGroups``), the offsets store (``OffsetManager``),
 group administration (``GroupAdmin``: List/Describe/DeleteGroups) and the retention cleanup (``RetentionCleaner``),
 and owns the single replay dispatch that rebuilds all of them from records.
 
@@ -49,7 +50,7 @@ class GroupCoordinator:
         self.groups = groups if groups is not None else GroupManager(config, clock, timer, log)
         self.offsets = OffsetManager(config, clock, timer, log, self.groups)
         self.admin = GroupAdmin(clock, log, self.groups, self.offsets)
-        self.retention = RetentionCleaner(config, clock, timer, log, self.groups, self.offsets)
+        self.retention = RetentionCleaner(self.groups.shard, self.groups, self.offsets)
 
         # Request handlers, by delegation (bound once: no per-request indirection).
         self.join_group = self.groups.join_group

@@ -3,7 +3,8 @@
 Rules of this module:
 
 * **Records are the source of truth.** A handler validates, builds ``OffsetCommitRecord`` / ``OffsetTombstone``
-  records and appends them; the in-memory store changes only in ``replay``, and the live path replays a batch only
+  records and writes them as one ``Result`` (``coordinator.writes``, which also maps a failed write to the Kafka
+  error the client gets); the in-memory store changes only in ``replay``, and the live path replays a batch only
   once the log reported it durable. So nothing a client can read (OffsetFetch, DescribeGroups) runs ahead of what a
   restart would rebuild, and a failed write needs no undo. This mirrors Kafka's new coordinator, whose reads are
   served from the last committed state.
@@ -54,6 +55,8 @@ from .records import (
     new_offset_commit_record,
     new_offset_tombstone,
 )
+from .result import Result
+from .writes import write
 
 log = logging.getLogger(__name__)
 
@@ -89,26 +92,6 @@ class GroupDirectory(Protocol):
     def replay(self, record: Record) -> None: ...
 
 
-# Kafka's mapping of log-append errors to response errors (§3.3, new coordinator). The log already maps its own
-# failures; mapping again is idempotent and keeps a raw storage code from reaching a client.
-_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
-    ErrorCode.network_exception: ErrorCode.coordinator_load_in_progress,
-}
-
-
-def map_append_error(error: ErrorCode) -> ErrorCode:
-    return _APPEND_ERRORS.get(error, error)
-
-
 def utf16_length(s: str) -> int:
     """Java's ``String.length()``: UTF-16 code units (a character outside the BMP counts twice)."""
     if s.isascii():
@@ -138,6 +121,48 @@ class OffsetManager:
         if error is not ErrorCode.none:
             return resolved(OffsetCommitResult([PartitionError(p.topic, p.partition, error) for p in req.partitions]))
 
+        results, records, keys = self._commit_records(req)
+        if not records:
+            return resolved(OffsetCommitResult(results))
+
+        inflight = self._inflight.get(req.group_id)
+        if inflight is None:
+            inflight = self._inflight[req.group_id] = {}
+        for key in keys:
+            inflight[key] = inflight.get(key, 0) + 1
+        reply: Deferred[OffsetCommitResult] = Deferred()
+        out: Result[Deferred[OffsetCommitResult]] = Result(reply)
+        out.records.extend(records)
+
+        def on_done(err: ErrorCode | None) -> None:
+            still_tracked = self._release_inflight(req.group_id, inflight, keys)
+            if err is None:
+                for record in records:
+                    if still_tracked:
+                        self.replay(record)
+                    else:
+                        # A deletion of the group was applied after this commit was accepted: the group must not
+                        # come back as a simple group. The deletion's tombstone follows this record in the log and
+                        # removes the offset when it lands (or the group is restored if it fails).
+                        self._store(record)
+                reply.resolve(OffsetCommitResult(results))
+            else:
+                log.warning(
+                    "[group=%s] offset commit write failed: %s",
+                    req.group_id,
+                    err.name,
+                    extra={"throttle": ("write-failed", "offset commit")},
+                )
+                reply.resolve(OffsetCommitResult(_failed(results, err)))
+
+        out.on_durable.append(on_done)
+        write(self._log, out)
+        return reply
+
+    def _commit_records(
+        self, req: OffsetCommitRequest
+    ) -> tuple[list[PartitionError], list[OffsetCommitRecord], list[TopicPartition]]:
+        """Per partition: its answer, and for each accepted one its record and key (a metadata too long is refused)."""
         now = self._clock.now_ms()
         expire_ms = now + req.retention_time_ms if 2 <= req.api_version <= 4 and req.retention_time_ms != -1 else None
         max_len = self._config.offset_metadata_max_bytes
@@ -165,39 +190,7 @@ class OffsetManager:
                 )
             )
             keys.append((p.topic, p.partition))
-        if not records:
-            return resolved(OffsetCommitResult(results))
-
-        inflight = self._inflight.get(req.group_id)
-        if inflight is None:
-            inflight = self._inflight[req.group_id] = {}
-        for key in keys:
-            inflight[key] = inflight.get(key, 0) + 1
-        reply: Deferred[OffsetCommitResult] = Deferred()
-
-        def on_done(err: ErrorCode | None) -> None:
-            still_tracked = self._release_inflight(req.group_id, inflight, keys)
-            if err is None:
-                for record in records:
-                    if still_tracked:
-                        self.replay(record)
-                    else:
-                        # A deletion of the group was applied after this commit was accepted: the group must not
-                        # come back as a simple group. The deletion's tombstone follows this record in the log and
-                        # removes the offset when it lands (or the group is restored if it fails).
-                        self._store(record)
-                reply.resolve(OffsetCommitResult(results))
-            else:
-                log.warning(
-                    "[group=%s] offset commit write failed: %s",
-                    req.group_id,
-                    err.name,
-                    extra={"throttle": ("write-failed", "offset commit")},
-                )
-                reply.resolve(OffsetCommitResult(_failed(results, map_append_error(err))))
-
-        self._log.append(records, on_done)
-        return reply
+        return results, records, keys
 
     def _validate_commit(self, req: OffsetCommitRequest, group: ClassicGroup | None) -> ErrorCode:
         """Kafka's validateOffsetCommit (C1-C7). Re-arms the member's session on an accepted member commit."""
@@ -296,6 +289,8 @@ class OffsetManager:
             return resolved(OffsetDeleteResult(ErrorCode.none, results))
 
         reply: Deferred[OffsetDeleteResult] = Deferred()
+        out: Result[Deferred[OffsetDeleteResult]] = Result(reply)
+        out.records.extend(records)
 
         def on_done(err: ErrorCode | None) -> None:
             if err is None:
@@ -309,9 +304,10 @@ class OffsetManager:
                     err.name,
                     extra={"throttle": ("write-failed", "offset delete")},
                 )
-                reply.resolve(OffsetDeleteResult(map_append_error(err)))
+                reply.resolve(OffsetDeleteResult(err))
 
-        self._log.append(records, on_done)
+        out.on_durable.append(on_done)
+        write(self._log, out)
         return reply
 
     # ------------------------------------------------------------------------------------------------------ replay

@@ -23,13 +23,12 @@ from functools import partial
 
 from protocol.errors import ErrorCode
 
-from .clock import Clock, Timer
-from .config import GroupConfig
-from .deletion import append_deletion
+from .classic_groups import ClassicGroups
+from .deletion import deletion
 from .group import ClassicGroup, GroupState
 from .offsets import GroupDirectory, OffsetAndMetadata, OffsetManager
-from .record_log import RecordLog
 from .records import GroupRemovalCause, OffsetRemovalCause, Record, new_group_tombstone, new_offset_tombstone
+from .writes import write
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +64,12 @@ def is_offset_expired(o: OffsetAndMetadata, base: BaseTimestamp, now_ms: int, re
 
 
 class RetentionCleaner:
-    def __init__(
-        self,
-        config: GroupConfig,
-        clock: Clock,
-        timer: Timer,
-        log: RecordLog,
-        groups: GroupDirectory,
-        offsets: OffsetManager,
-    ) -> None:
-        self._config = config
-        self._clock = clock
-        self._timer = timer
-        self._log = log
+    def __init__(self, shard: ClassicGroups, groups: GroupDirectory, offsets: OffsetManager) -> None:
+        """``shard`` gives the configuration, clock, timer and log; ``groups`` the groups (the group-type seam)."""
+        self._config = shard.config
+        self._clock = shard.clock
+        self._timer = shard.timer
+        self._log = shard.log
         self._groups = groups
         self._offsets = offsets
 
@@ -130,7 +122,7 @@ class RetentionCleaner:
             if all_expired and not pending and group.state is GroupState.EMPTY:
                 records.append(new_group_tombstone(group_id, cause=GroupRemovalCause.EXPIRED, now_ms=now))
         if records:
-            append_deletion(self._log, self._groups, self._offsets, records, partial(self._on_written, records))
+            write(self._log, deletion(self._groups, self._offsets, records, partial(self._on_written, records)))
         return records
 
     @staticmethod

@@ -11,12 +11,13 @@ Write path (group commit)
 
 Failure
     If the transaction fails (database unreachable, connection killed, lock timeout, disk full), every ``on_done``
-    of that batch gets ``ErrorCode.coordinator_not_available`` and the exception is logged, never raised:
+    of that batch gets ``WriteFailure.UNAVAILABLE`` and the exception is logged, never raised:
     SQLAlchemy/driver exceptions stop here. One exception: when the database refuses the *data* (SQLSTATE 22/23,
     e.g. a NUL character in a string on PostgreSQL), retrying would fail again and would keep failing whoever
     shares the batch; then the calls of that batch are written one per transaction, and the call whose own
-    records are refused gets ``ErrorCode.unknown_server_error`` (Kafka's answer to a record that can never be
-    appended, see docs/semantics.md §3.3) so its client stops retrying.
+    records are refused gets ``WriteFailure.REFUSED`` (the core answers it as Kafka answers a record that can never
+    be appended, UNKNOWN_SERVER_ERROR, see docs/semantics.md §3.3) so its client stops retrying. Storage reports
+    what failed; the core maps it to the Kafka error once (``coordinator.writes``).
 
     Apart from that split, the records of a failed batch are NOT retried by storage. That is correct because the
     core answered the error already and applies offsets/assignments only on success, so no in-memory state ran
@@ -63,9 +64,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from coordinator.record_log import OnDone
+from coordinator.record_log import OnDone, WriteFailure
 from coordinator.records import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, Record, StateRecord
-from protocol.errors import ErrorCode
 
 from . import models as m
 from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
@@ -239,7 +239,7 @@ class SqlRecordLog:
     def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None:
         if self._closed:
             if on_done is not None:
-                on_done(ErrorCode.coordinator_not_available)
+                on_done(WriteFailure.UNAVAILABLE)
             return
         self._queue.append((records, on_done))
         self._appended += 1
@@ -263,12 +263,12 @@ class SqlRecordLog:
                     continue
                 calls, self._inflight = self._inflight, []
                 if bad_data:
-                    error = ErrorCode.unknown_server_error
+                    error = WriteFailure.REFUSED
                 self._complete(calls, error)
         finally:
             # Reached on shutdown (queue empty) or cancellation: nobody may wait forever.
             calls, self._inflight, self._queue = self._inflight + self._queue, [], []
-            self._complete(calls, ErrorCode.coordinator_not_available)
+            self._complete(calls, WriteFailure.UNAVAILABLE)
 
     def _take_batch(self) -> list[tuple[Sequence[Record], OnDone | None]]:
         count = 0
@@ -281,7 +281,7 @@ class SqlRecordLog:
         calls, self._queue = self._queue[:taken], self._queue[taken:]
         return calls
 
-    def _complete(self, calls: Iterable[tuple[Sequence[Record], OnDone | None]], error: ErrorCode | None) -> None:
+    def _complete(self, calls: Iterable[tuple[Sequence[Record], OnDone | None]], error: WriteFailure | None) -> None:
         for _records, on_done in calls:
             self._completed += 1
             self.stats.appends += 1
@@ -308,9 +308,9 @@ class SqlRecordLog:
             records, on_done = self._inflight[0]
             error, bad_data = await self._write(list(records))
             del self._inflight[0]
-            self._complete([(records, on_done)], ErrorCode.unknown_server_error if bad_data else error)
+            self._complete([(records, on_done)], WriteFailure.REFUSED if bad_data else error)
 
-    async def _write(self, records: list[Record]) -> tuple[ErrorCode | None, bool]:
+    async def _write(self, records: list[Record]) -> tuple[WriteFailure | None, bool]:
         """One transaction. Returns (error, whether the failure is caused by the data rather than the database)."""
         started = time.perf_counter()
         try:
@@ -329,7 +329,7 @@ class SqlRecordLog:
                 describe(e),
                 extra={"throttle": ("storage-write", type(e).__name__, bad_data)},
             )
-            return ErrorCode.coordinator_not_available, bad_data
+            return WriteFailure.UNAVAILABLE, bad_data
         self._write_succeeded()
         self._last_position = batch.last_position
         self.stats.transactions += 1

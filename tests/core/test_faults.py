@@ -8,9 +8,12 @@ Stable or Empty, and the records written agree with memory.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import pytest
 
+from coordinator import faults, rebalance, static
+from coordinator import join as join_module
 from coordinator.group import ClassicGroup, GroupState
 from coordinator.groups import GroupManager
 from coordinator.records import GroupMetadataRecord, GroupTombstone
@@ -53,32 +56,56 @@ def test_duplicate_protocol_names_alone_in_a_group(env: Env) -> None:
 
 # ------------------------------------------------------------------------------------------------ the guard
 class FaultyGroupManager(GroupManager):
-    """A GroupManager with a planted bug, to check the guard at the entry points (the guard is under test)."""
+    """A GroupManager with a planted bug, to check the guard at the entry points (the guard is under test).
+
+    The handlers are plain functions over the manager's ``shard``: the ``_planted_faults`` fixture wraps the three
+    functions below so that they raise for a FaultyGroupManager's shard when its flags say so."""
 
     fail_join_of: str | None = None  # client id whose MemberJoined history record raises
     fail_complete_join = 0  # how many join-phase completions raise
     fail_repair = False
 
-    def _emit_member_joined(self, group, member, now):  # type: ignore[no-untyped-def]
-        super()._emit_member_joined(group, member, now)
-        if member.client_id == self.fail_join_of:
+
+_FAULTY: dict[int, FaultyGroupManager] = {}  # id(shard) -> its manager, for the planted functions
+
+
+@pytest.fixture(autouse=True)
+def _planted_faults(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    real_member_joined = join_module.member_joined
+    real_complete_join = rebalance.complete_join
+    real_repair = faults.repair
+
+    def member_joined(group, member, now):  # type: ignore[no-untyped-def]
+        record = real_member_joined(group, member, now)
+        if any(member.client_id == gm.fail_join_of for gm in _FAULTY.values()):
             raise ValueError("planted fault in JoinGroup")
+        return record
 
-    def _complete_join(self, group):  # type: ignore[no-untyped-def]
-        if self.fail_complete_join:
-            self.fail_complete_join -= 1
+    def complete_join(shard, group, out):  # type: ignore[no-untyped-def]
+        gm = _FAULTY.get(id(shard))
+        if gm is not None and gm.fail_complete_join:
+            gm.fail_complete_join -= 1
             raise ValueError("planted fault at the end of the join phase")
-        super()._complete_join(group)
+        real_complete_join(shard, group, out)
 
-    def _repair(self, group, member_id):  # type: ignore[no-untyped-def]
-        if self.fail_repair:
+    def repair(shard, group, member_id, out):  # type: ignore[no-untyped-def]
+        gm = _FAULTY.get(id(shard))
+        if gm is not None and gm.fail_repair:
             raise ValueError("planted fault in the repair")
-        super()._repair(group, member_id)
+        real_repair(shard, group, member_id, out)
+
+    monkeypatch.setattr(join_module, "member_joined", member_joined)
+    monkeypatch.setattr(static, "member_joined", member_joined)
+    monkeypatch.setattr(rebalance, "complete_join", complete_join)
+    monkeypatch.setattr(faults, "repair", repair)
+    yield
+    _FAULTY.clear()
 
 
 def faulty_env(**config: int) -> tuple[Env, FaultyGroupManager]:
     env = make_env(**config)
     gm = FaultyGroupManager(env.config, env.clock, env.timer, env.log, new_uuid=uuid_counter())
+    _FAULTY[id(gm.shard)] = gm
     env.gm = gm
     return env, gm
 

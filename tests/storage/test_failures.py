@@ -15,8 +15,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from coordinator.record_log import WriteFailure
 from coordinator.records import OffsetCommitRecord
-from protocol.errors import ErrorCode
 from storage import SqlRecordLog, StorageError, create_engine
 
 from .conftest import PG_URL, Database
@@ -26,9 +26,9 @@ from .records_gen import commit
 
 async def test_outage_fails_the_waiting_batches_then_recovers(database: Database) -> None:
     async with log_with_outage(database) as (log, (break_db, heal_db)):
-        answers: list[tuple[str, ErrorCode | None]] = []
+        answers: list[tuple[str, WriteFailure | None]] = []
 
-        def waiter(name: str) -> Callable[[ErrorCode | None], None]:
+        def waiter(name: str) -> Callable[[WriteFailure | None], None]:
             return lambda error: answers.append((name, error))
 
         log.append([commit("g", "t", 0, 1, 1_000)], waiter("before"))
@@ -39,12 +39,12 @@ async def test_outage_fails_the_waiting_batches_then_recovers(database: Database
         for i in range(5):  # several waiters, possibly in one batch: each is answered once, in order
             log.append([commit("g", "t", 0, 10 + i, 2_000 + i)], waiter(f"down-{i}"))
         await log.flush()
-        assert answers[1:] == [(f"down-{i}", ErrorCode.coordinator_not_available) for i in range(5)]
+        assert answers[1:] == [(f"down-{i}", WriteFailure.UNAVAILABLE) for i in range(5)]
         assert log.stats.failed_transactions >= 1
 
         log.append([commit("g", "t", 0, 20, 3_000)], waiter("still-down"))  # the writer is still alive
         await log.flush()
-        assert answers[-1] == ("still-down", ErrorCode.coordinator_not_available)
+        assert answers[-1] == ("still-down", WriteFailure.UNAVAILABLE)
 
         await heal_db()
         log.append([commit("g", "t", 0, 30, 4_000), commit("g", "t", 1, 31, 4_000)], waiter("after"))
@@ -78,7 +78,7 @@ async def test_killed_backends_are_replaced_transparently(database: Database) ->
     log = await database.open_log()
     admin = create_engine(PG_URL)
     try:
-        done: list[ErrorCode | None] = []
+        done: list[WriteFailure | None] = []
         log.append([commit("g", "t", 0, 1, 1)], done.append)
         await log.flush()
         async with admin.begin() as conn:
@@ -115,14 +115,14 @@ async def test_refused_data_fails_only_its_own_request(database: Database, recor
     # PostgreSQL text cannot hold NUL characters; SQLite stores them. Either way the other requests that share the
     # transaction must not pay for it.
     bad = commit("g", "t", 1, 2, 1_001, metadata="nul\x00inside")
-    answers: list[tuple[str, ErrorCode | None]] = []
+    answers: list[tuple[str, WriteFailure | None]] = []
     record_log.append([commit("g", "t", 0, 1, 1_000)], lambda e: answers.append(("before", e)))
     record_log.append([bad], lambda e: answers.append(("bad", e)))
     record_log.append([commit("g", "t", 2, 3, 1_002)], lambda e: answers.append(("after", e)))
     await record_log.flush()
     loaded = {r.partition: r for r in await record_log.load() if isinstance(r, OffsetCommitRecord)}
     if database.kind == "postgresql":
-        assert answers == [("before", None), ("bad", ErrorCode.unknown_server_error), ("after", None)]
+        assert answers == [("before", None), ("bad", WriteFailure.REFUSED), ("after", None)]
         assert sorted(loaded) == [0, 2]
     else:
         assert answers == [("before", None), ("bad", None), ("after", None)]

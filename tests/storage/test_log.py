@@ -11,6 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import func, inspect, select, text
 
+from coordinator.record_log import WriteFailure
 from coordinator.records import (
     GroupMetadataRecord,
     GroupRemovalCause,
@@ -20,7 +21,6 @@ from coordinator.records import (
     new_group_tombstone,
     new_offset_tombstone,
 )
-from protocol.errors import ErrorCode
 from storage import SqlRecordLog, create_engine, migrate
 from storage import models as m
 from storage.database import current_revision
@@ -49,8 +49,8 @@ async def rows(log: SqlRecordLog, model: type[m.Base], order_by: str = "position
         return list(await conn.execute(select(t).order_by(t.c[order_by])))
 
 
-def append_all(log: SqlRecordLog, batches: list[list[Record]]) -> list[ErrorCode | None]:
-    results: list[ErrorCode | None] = []
+def append_all(log: SqlRecordLog, batches: list[list[Record]]) -> list[WriteFailure | None]:
+    results: list[WriteFailure | None] = []
     for records in batches:
         log.append(records, results.append)
     return results
@@ -121,7 +121,7 @@ async def test_append_then_load_equals_replayed_state(database: Database, record
     reopened = await database.open_log()
     try:
         assert split_loaded(await reopened.load()) == (expected_groups, expected_offsets)
-        done: list[ErrorCode | None] = []
+        done: list[WriteFailure | None] = []
         reopened.append([commit("group-0", "topic-0", 0, 1, 1_800_000_000_000)], done.append)
         await reopened.flush()
         assert done == [None]
@@ -152,7 +152,7 @@ async def test_every_record_gets_the_next_position(record_log: SqlRecordLog) -> 
 async def test_group_commit_batches_concurrent_appends_and_answers_in_order(record_log: SqlRecordLog) -> None:
     calls = 200
     appended: list[int] = []
-    answered: list[tuple[int, ErrorCode | None]] = []
+    answered: list[tuple[int, WriteFailure | None]] = []
 
     async def producer(start: int) -> None:
         for i in range(start, calls, 4):
@@ -184,7 +184,7 @@ async def test_an_idle_writer_starts_at_once_and_batches_what_arrives_meanwhile(
 
 
 async def test_history_only_appends_need_no_callback_and_empty_appends_are_answered(record_log: SqlRecordLog) -> None:
-    done: list[ErrorCode | None] = []
+    done: list[WriteFailure | None] = []
     record_log.append([commit("g", "t", 0, 1, 1)])
     record_log.append([], done.append)
     await record_log.flush()
@@ -193,9 +193,9 @@ async def test_history_only_appends_need_no_callback_and_empty_appends_are_answe
 
 
 async def test_a_failing_callback_does_not_stop_the_writer(record_log: SqlRecordLog) -> None:
-    done: list[ErrorCode | None] = []
+    done: list[WriteFailure | None] = []
 
-    def explode(_: ErrorCode | None) -> None:
+    def explode(_: WriteFailure | None) -> None:
         raise RuntimeError("caller bug")
 
     record_log.append([commit("g", "t", 0, 1, 1)], explode)
@@ -208,13 +208,13 @@ async def test_a_failing_callback_does_not_stop_the_writer(record_log: SqlRecord
 
 async def test_close_writes_what_is_queued_then_refuses(database: Database) -> None:
     log = await database.open_log()
-    done: list[ErrorCode | None] = []
+    done: list[WriteFailure | None] = []
     for i in range(10):
         log.append([commit("g", "t", 0, i, i)], done.append)
     await log.close()
     assert done == [None] * 10
     log.append([commit("g", "t", 0, 99, 99)], done.append)
-    assert done[-1] == ErrorCode.coordinator_not_available
+    assert done[-1] == WriteFailure.UNAVAILABLE
     reopened = await database.open_log()
     try:
         loaded = await reopened.load()
@@ -266,7 +266,7 @@ async def test_large_transactions_write_every_row_in_multi_row_statements(record
     members = [member(f"m-{i:04d}", consumer_assignment({"orders": [i % 32, 100 + i]})) for i in range(700)]
     big = group_record("big-group", 3, members, 1_700_000_000_000)
     first, second = [*records[:1_777], big], records[1_777:]
-    results: list[ErrorCode | None] = []
+    results: list[WriteFailure | None] = []
     for records_of_one_transaction in (first, second):
         record_log.append(records_of_one_transaction, results.append)
         await record_log.flush()
@@ -290,7 +290,7 @@ async def test_tombstones_remove_current_state_but_history_stays(record_log: Sql
     await record_log.flush()
     assert split_loaded(await record_log.load())[0] == {"g": metadata}
 
-    done: list[ErrorCode | None] = []
+    done: list[WriteFailure | None] = []
     record_log.append(
         [
             new_offset_tombstone("g", "orders", 0, cause=OffsetRemovalCause.DELETED, now_ms=2_000),
@@ -318,7 +318,7 @@ async def test_consumer_assignments_are_decoded_per_partition_and_bad_bytes_tole
     good = consumer_assignment({"a": [0, 2], "b": [1]}, version=1)
     members = [member("m-1", good, instance="i-1"), member("m-2", b"\x00\x01garbage"), member("m-3", b"")]
     non_consumer = group_record("c", 4, [member("x", b"\x00\x00\x00\x00\x00\x01")], 5, protocol_type="connect")
-    done: list[ErrorCode | None] = []
+    done: list[WriteFailure | None] = []
     record_log.append([group_record("g", 3, members, 1_000), non_consumer], done.append)
     await record_log.flush()
     assert done == [None]
@@ -395,7 +395,7 @@ async def test_repeated_keys_inside_one_transaction_end_as_the_last_record(recor
 async def test_a_batch_is_capped_at_max_batch_records(database: Database) -> None:
     log = await database.open_log(max_batch_records=10)
     try:
-        done: list[ErrorCode | None] = []
+        done: list[WriteFailure | None] = []
         for i in range(100):
             log.append([commit("g", "t", 0, i, i)], done.append)
         log.append([commit("g", "t", 1, i, i) for i in range(25)], done.append)  # a bigger call is never split
@@ -410,14 +410,14 @@ async def test_a_batch_is_capped_at_max_batch_records(database: Database) -> Non
 async def test_two_writers_on_one_database_never_reuse_a_position(database: Database) -> None:
     first, second = await database.open_log(), await database.open_log()
     try:
-        answers: list[tuple[str, int, ErrorCode | None]] = []
+        answers: list[tuple[str, int, WriteFailure | None]] = []
         for round_ in range(3):
             for name, log in (("first", first), ("second", second)):
                 offset = round_ * 10 + (name == "second")
                 log.append([commit("g", "t", 0, offset, offset)], lambda e, n=name, o=offset: answers.append((n, o, e)))
                 await log.flush()
         # A writer whose cached position went stale fails that batch (and re-reads): nothing is interleaved.
-        assert any(e == ErrorCode.coordinator_not_available for _, _, e in answers)
+        assert any(e == WriteFailure.UNAVAILABLE for _, _, e in answers)
         stored = await rows(first, m.OffsetCommit)
         assert sorted(r.committed_offset for r in stored) == sorted(o for _, o, e in answers if e is None)
         assert [r.position for r in stored] == list(range(1, len(stored) + 1))

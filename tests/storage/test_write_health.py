@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 from sqlalchemy import text
 
-from protocol.errors import ErrorCode
+from coordinator.record_log import WriteFailure
 from storage import SqlRecordLog, create_engine
 
 from .conftest import Database
@@ -58,7 +58,7 @@ async def test_failing_writes_are_reported_until_a_probe_write_succeeds(database
     # Writes that wait for a lock give up after 0.3 s (SQLite busy timeout) or 1 s (PostgreSQL command timeout).
     log = await database.open_log(sqlite_busy_timeout_s=0.3, command_timeout_s=1.0)
     try:
-        results: list[ErrorCode | None] = []
+        results: list[WriteFailure | None] = []
         log.append([commit("g", "t", 0, 1, 1_000)], results.append)
         await log.flush()
         assert results == [None] and log.write_health().ok
@@ -67,7 +67,7 @@ async def test_failing_writes_are_reported_until_a_probe_write_succeeds(database
         async with writes_blocked(database):
             log.append([commit("g", "t", 0, 2, 1_000)], results.append)
             await log.flush()
-            assert results[-1] == ErrorCode.coordinator_not_available
+            assert results[-1] == WriteFailure.UNAVAILABLE
             health = log.write_health()
             assert not health.ok and health.consecutive_failures == 1 and health.failing_since_ms is not None
             assert health.describe().startswith("storage writes failing since "), health.describe()
@@ -85,13 +85,13 @@ async def test_failing_writes_are_reported_until_a_probe_write_succeeds(database
 
 
 async def test_another_writer_is_reported_until_our_own_batch_commits(record_log: SqlRecordLog) -> None:
-    results: list[ErrorCode | None] = []
+    results: list[WriteFailure | None] = []
     record_log.append([commit("g", "t", 0, 1, 1_000)], results.append)  # the writer now knows the position
     await record_log.flush()
     await _move_position(record_log)  # as a second daemon's batch would
     record_log.append([commit("g", "t", 0, 2, 1_000)], results.append)
     await record_log.flush()
-    assert results[-1] == ErrorCode.coordinator_not_available
+    assert results[-1] == WriteFailure.UNAVAILABLE
     # A probe would succeed and hide it: none is run, the conflict stays reported.
     health = await record_log.check_writes(probe_interval_s=0)
     assert not health.ok and "another coordinator writing here" in health.describe(), health.describe()
@@ -101,8 +101,8 @@ async def test_another_writer_is_reported_until_our_own_batch_commits(record_log
 
 
 async def test_refused_data_does_not_mark_storage_failing(record_log: SqlRecordLog) -> None:
-    results: list[ErrorCode | None] = []
+    results: list[WriteFailure | None] = []
     record_log.append([commit("g", "t", 0, 2**70, 1_000)], results.append)  # no BIGINT holds it
     await record_log.flush()
-    assert results == [ErrorCode.unknown_server_error]
+    assert results == [WriteFailure.REFUSED]
     assert record_log.write_health().ok

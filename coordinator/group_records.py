@@ -1,0 +1,92 @@
+"""Building the records a classic group writes: its state (GroupMetadataRecord) and the membership history.
+
+Pure functions of a group (and the time): the handlers add what they return to their ``Result``.
+"""
+
+from __future__ import annotations
+
+from .group import ClassicGroup, Member
+from .records import (
+    GroupMetadataRecord,
+    GroupStabilized,
+    MemberJoined,
+    MemberMetadata,
+    MemberRemoved,
+    Record,
+    RemovalCause,
+    new_group_metadata_record,
+)
+
+
+def group_metadata_record(
+    group: ClassicGroup, now: int, assignments: dict[str, bytes] | None = None
+) -> GroupMetadataRecord:
+    """Kafka's newGroupMetadataRecord: every member with its selected-protocol metadata and an assignment."""
+    protocol = group.protocol_name
+    members = [
+        MemberMetadata(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            session_timeout_ms=m.session_timeout_ms,
+            subscription=m.metadata_or_empty(protocol),
+            assignment=m.assignment if assignments is None else assignments.get(m.member_id, b""),
+        )
+        for m in group.members.values()
+    ]
+    return new_group_metadata_record(
+        group.group_id,
+        protocol_type=group.protocol_type,
+        generation_id=group.generation_id,
+        protocol=protocol,
+        leader=group.leader_id,
+        current_state_timestamp_ms=group.state_timestamp_ms,
+        members=members,
+        now_ms=now,
+    )
+
+
+def member_joined(group: ClassicGroup, member: Member, now: int) -> MemberJoined:
+    return MemberJoined(
+        group_id=group.group_id,
+        member_id=member.member_id,
+        group_instance_id=member.group_instance_id,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        protocols=tuple(member.protocol_names()),
+        session_timeout_ms=member.session_timeout_ms,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        timestamp_ms=now,
+    )
+
+
+def member_removed(
+    group: ClassicGroup, member: Member, cause: RemovalCause, reason: str | None, now: int
+) -> MemberRemoved:
+    return MemberRemoved(
+        group_id=group.group_id,
+        member_id=member.member_id,
+        group_instance_id=member.group_instance_id,
+        cause=cause,
+        reason=reason,
+        generation_id=group.generation_id,
+        timestamp_ms=now,
+    )
+
+
+def stabilized_records(group: ClassicGroup, assignments: dict[str, bytes], now: int) -> list[Record]:
+    """The leader's assignment: the group's state with every assignment, and how long the rebalance took."""
+    join_done = group.join_completed_ms if group.join_completed_ms is not None else now
+    started = group.rebalance_started_ms if group.rebalance_started_ms is not None else join_done
+    return [
+        group_metadata_record(group, now, assignments),
+        GroupStabilized(
+            group_id=group.group_id,
+            generation_id=group.generation_id,
+            sync_duration_ms=now - join_done,
+            rebalance_duration_ms=now - started,
+            timestamp_ms=now,
+        ),
+    ]

@@ -10,7 +10,7 @@ from protocol.errors import ErrorCode
 
 from . import faults, rebalance
 from .classic_groups import ClassicGroups
-from .group import GroupState
+from .states import DEAD, EMPTY, PREPARING_REBALANCE
 
 _NONE = ErrorCode.none
 _UNKNOWN_MEMBER_ID = ErrorCode.unknown_member_id
@@ -19,9 +19,6 @@ _ILLEGAL_GENERATION = ErrorCode.illegal_generation
 _REBALANCE_IN_PROGRESS = ErrorCode.rebalance_in_progress
 _COORDINATOR_NOT_AVAILABLE = ErrorCode.coordinator_not_available
 _INVALID_GROUP_ID = ErrorCode.invalid_group_id
-_EMPTY = GroupState.EMPTY
-_PREPARING_REBALANCE = GroupState.PREPARING_REBALANCE
-_DEAD = GroupState.DEAD
 
 
 def heartbeat_fields(
@@ -35,7 +32,7 @@ def heartbeat_fields(
         if group is None:  # H1
             return _UNKNOWN_MEMBER_ID
         state = group.state
-        if state is _DEAD:  # H2
+        if state is DEAD:  # H2
             return _COORDINATOR_NOT_AVAILABLE
         if instance_id is not None:  # H3 (validateMember, inlined)
             mapped = group.static_members.get(instance_id)
@@ -48,14 +45,14 @@ def heartbeat_fields(
             return _UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:  # H4
             return _ILLEGAL_GENERATION
-        if state is _EMPTY:  # H5 (unreachable: an Empty group has no members)
+        if state is EMPTY:  # H5 (unreachable: an Empty group has no members)
             return _UNKNOWN_MEMBER_ID
         now = shard.clock.monotonic_ms()
         member.last_heartbeat_monotonic_ms = now
         deadline = member.session_deadline_monotonic_ms = now + member.session_timeout_ms
         if deadline < member.session_timer_monotonic_ms:  # armed for longer (new-member join timeout): bring it in
             rebalance.schedule_session(shard, member)
-        return _REBALANCE_IN_PROGRESS if state is _PREPARING_REBALANCE else _NONE  # H6 / H7, H8
+        return _REBALANCE_IN_PROGRESS if state is PREPARING_REBALANCE else _NONE  # H6 / H7, H8
     except Exception as exc:
         faults.contain(shard, group_id, member_id, "Heartbeat", exc)
         return faults.fault_error(shard, group_id, member_id)

@@ -17,11 +17,12 @@ from protocol.errors import ErrorCode
 from . import faults, rebalance, static
 from .classic_groups import ClassicGroups
 from .deferred import Deferred
-from .group import ClassicGroup, GroupState, Member, MemberValidationError
+from .group import ClassicGroup, Member, MemberValidationError
 from .group_records import member_joined
 from .messages import JoinGroupRequest, JoinGroupResult
 from .records import GroupMetadataRecord, RebalanceCause, RemovalCause, new_empty_group_record
 from .result import Result
+from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from .writes import write
 
 log = logging.getLogger("coordinator.group")
@@ -126,10 +127,10 @@ def _join(shard: ClassicGroups, req: JoinGroupRequest, out: JoinOut) -> None:
 def _accept_joining_member(shard: ClassicGroups, group: ClassicGroup, member_id: str) -> bool:
     """Kafka's acceptJoiningMember (group.max.size)."""
     state = group.state
-    if state is GroupState.EMPTY or state is GroupState.DEAD:
+    if state is EMPTY or state is DEAD:
         return True
     max_size = shard.config.max_size
-    if state is GroupState.PREPARING_REBALANCE:
+    if state is PREPARING_REBALANCE:
         member = group.members.get(member_id)
         # The awaiting count is used: the last rejoiners of an over-sized group are the ones turned away.
         return (member is not None and member.is_awaiting_join) or group.num_members_awaiting_join < max_size
@@ -151,7 +152,7 @@ def _join_new_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGroupRe
     """§4.1.2: JoinGroup with member id ""."""
     reply = out.reply
     assert reply is not None
-    if group.state is GroupState.DEAD:  # N1
+    if group.state is DEAD:  # N1
         reply.resolve(JoinGroupResult(error=ErrorCode.coordinator_not_available))
         return
     if not group.supports_protocols(req.protocol_type, [name for name, _ in req.protocols]):  # N2
@@ -197,7 +198,7 @@ def add_member(shard: ClassicGroups, group: ClassicGroup, member: Member, out: J
     member.is_new = True
     member.joined_at_ms = now
     member.last_heartbeat_monotonic_ms = shard.clock.monotonic_ms()
-    if group.state is GroupState.PREPARING_REBALANCE and group.previous_state is GroupState.EMPTY:
+    if group.state is PREPARING_REBALANCE and group.previous_state is EMPTY:
         group.new_member_added = True  # extends the initial rebalance delay (§5.2)
     group.add(member, out.reply)
     rebalance.track(shard, group, member)
@@ -213,7 +214,7 @@ def _join_existing_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGr
     reply = out.reply
     assert reply is not None
     member_id = req.member_id
-    if group.state is GroupState.DEAD:  # E1
+    if group.state is DEAD:  # E1
         reply.resolve(JoinGroupResult(error=ErrorCode.coordinator_not_available, member_id=member_id))
         return
     if not group.supports_protocols(req.protocol_type, [name for name, _ in req.protocols]):  # E2
@@ -241,16 +242,16 @@ def _rejoin(shard: ClassicGroups, group: ClassicGroup, member: Member, req: Join
     assert reply is not None
     member_id = member.member_id
     state = group.state
-    if state is GroupState.PREPARING_REBALANCE:  # E5 (no new rebalance starts, so the cause is never recorded)
+    if state is PREPARING_REBALANCE:  # E5 (no new rebalance starts, so the cause is never recorded)
         _update_member_then_rebalance_or_complete_join(shard, group, member, req, out, RebalanceCause.METADATA_CHANGE)
-    elif state is GroupState.COMPLETING_REBALANCE:
+    elif state is COMPLETING_REBALANCE:
         if member.matches(req.protocols):  # E6: e.g. the client missed its JoinGroup response
             reply.resolve(group.current_generation_result(member_id, with_members=group.is_leader(member_id)))
         else:  # E7
             _update_member_then_rebalance_or_complete_join(
                 shard, group, member, req, out, RebalanceCause.METADATA_CHANGE
             )
-    elif state is GroupState.STABLE:
+    elif state is STABLE:
         if group.is_leader(member_id):  # E8: the leader may force a rebalance (e.g. topic metadata change)
             _update_member_then_rebalance_or_complete_join(shard, group, member, req, out, RebalanceCause.LEADER_REJOIN)
         elif not member.matches(req.protocols):  # E9

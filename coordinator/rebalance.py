@@ -27,12 +27,12 @@ from protocol.errors import ErrorCode
 
 from . import faults
 from .classic_groups import ClassicGroups, random_uuid
-from .group import ClassicGroup, GroupEvent, GroupState, Member
+from .group import ClassicGroup, GroupEvent, Member
 from .group_records import group_metadata_record, member_removed
 from .messages import JoinGroupResult, SyncGroupResult
 from .records import JoinPhaseCompleted, RebalanceCause, RebalanceStarted, RemovalCause
 from .result import Out
-from .states import rebalance_event
+from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, REBALANCE_EVENT
 
 log = logging.getLogger("coordinator.group")
 
@@ -80,7 +80,7 @@ def _expire_member(shard: ClassicGroups, group: ClassicGroup, member_id: str, ou
         group.pending_join_members.discard(member_id)
         log.info("[group=%s] pending member %s expired before rejoining", group.group_id, member_id)
         # NEW coordinator: may complete the join phase even during the initial delay.
-        if group.state is GroupState.PREPARING_REBALANCE and group.has_all_members_joined():
+        if group.state is PREPARING_REBALANCE and group.has_all_members_joined():
             complete_join(shard, group, out)
         return
     member = group.members.get(member_id)
@@ -136,9 +136,9 @@ def after_removal(
     reason: str | None,
 ) -> None:
     """Members were removed (LeaveGroup, an operator): rebalance, or end a join phase that now has everyone."""
-    if group.accepts(rebalance_event(cause)):
+    if group.accepts(REBALANCE_EVENT[cause]):
         prepare_rebalance(shard, group, cause, out, None, reason, member_id=member_id, group_instance_id=instance_id)
-    elif group.state is GroupState.PREPARING_REBALANCE:
+    elif group.state is PREPARING_REBALANCE:
         maybe_complete_join_phase(shard, group, out)
 
 
@@ -151,7 +151,7 @@ def maybe_prepare_rebalance_or_complete_join(
     member: Member | None = None,
     reason: str | None = None,
 ) -> None:
-    if group.accepts(rebalance_event(cause)):
+    if group.accepts(REBALANCE_EVENT[cause]):
         prepare_rebalance(shard, group, cause, out, member, reason)
     else:
         maybe_complete_join_phase(shard, group, out)
@@ -170,10 +170,10 @@ def prepare_rebalance(
 ) -> None:
     """Kafka's prepareRebalance (§4.1.5). ``member`` (or the ids) name who caused it, for the history."""
     now = shard.clock.now_ms()
-    if group.state is GroupState.COMPLETING_REBALANCE:
+    if group.state is COMPLETING_REBALANCE:
         reset_and_propagate_assignment_error(shard, group, ErrorCode.rebalance_in_progress)
     cancel_pending_sync(shard, group)
-    initial = group.state is GroupState.EMPTY
+    initial = group.state is EMPTY
     if member is not None:
         member_id, group_instance_id = member.member_id, member.group_instance_id
     out.records.append(
@@ -200,7 +200,7 @@ def prepare_rebalance(
     )
     if initial:
         _schedule_initial_delay(shard, group)
-    group.apply(rebalance_event(cause), now)
+    group.apply(REBALANCE_EVENT[cause], now)
     if not initial:
         if group.has_all_members_joined():
             complete_join(shard, group, out)
@@ -226,7 +226,7 @@ def on_initial_join_timer(shard: ClassicGroups, group: ClassicGroup, delay: int,
 
 
 def _initial_join_timer(shard: ClassicGroups, group: ClassicGroup, delay: int, remaining: int, out: Out) -> None:
-    if not shard.is_current(group) or group.state is not GroupState.PREPARING_REBALANCE:
+    if not shard.is_current(group) or group.state is not PREPARING_REBALANCE:
         return
     if group.new_member_added and remaining != 0:
         group.new_member_added = False
@@ -249,23 +249,19 @@ def on_join_timer(shard: ClassicGroups, group: ClassicGroup) -> None:
 
 
 def _join_timer(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
-    if shard.is_current(group) and group.state is GroupState.PREPARING_REBALANCE:
+    if shard.is_current(group) and group.state is PREPARING_REBALANCE:
         complete_join(shard, group, out)
 
 
 def maybe_complete_join_phase(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
     """Complete now only outside the initial rebalance and once every member rejoined."""
-    if (
-        group.state is GroupState.PREPARING_REBALANCE
-        and group.previous_state is not GroupState.EMPTY
-        and group.has_all_members_joined()
-    ):
+    if group.state is PREPARING_REBALANCE and group.previous_state is not EMPTY and group.has_all_members_joined():
         complete_join(shard, group, out)
 
 
 def maybe_complete_join_now(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
     """Complete a join phase that now has everyone, the initial one included (a member or pending id is gone)."""
-    if group.state is GroupState.PREPARING_REBALANCE and group.has_all_members_joined():
+    if group.state is PREPARING_REBALANCE and group.has_all_members_joined():
         complete_join(shard, group, out)
 
 
@@ -277,7 +273,7 @@ def complete_join(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
     absent = [m for m in group.members.values() if not m.is_awaiting_join and not m.is_static]
     for member in absent:
         remove_member(shard, group, member, RemovalCause.JOIN_TIMEOUT, out)
-    if group.state is GroupState.DEAD:
+    if group.state is DEAD:
         return
     if group.members and not group.maybe_elect_new_joined_leader():
         # Nobody rejoined (e.g. only static absentees): wait another rebalance timeout, but never less than the
@@ -308,7 +304,7 @@ def complete_join(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
             timestamp_ms=now,
         )
     )
-    if group.state is GroupState.EMPTY:
+    if group.state is EMPTY:
         log.info(
             "[group=%s] join phase completed with no members: Empty (generation %d)",
             group.group_id,
@@ -363,10 +359,7 @@ def cancel_pending_sync(shard: ClassicGroups, group: ClassicGroup) -> None:
 
 def remove_pending_sync_member(shard: ClassicGroups, group: ClassicGroup, member_id: str) -> None:
     group.pending_sync_members.discard(member_id)
-    if (
-        group.state in (GroupState.DEAD, GroupState.EMPTY, GroupState.PREPARING_REBALANCE)
-        or not group.pending_sync_members
-    ):
+    if group.state in (DEAD, EMPTY, PREPARING_REBALANCE) or not group.pending_sync_members:
         shard.timer.cancel(sync_key(group.group_id))
 
 

@@ -100,9 +100,21 @@ def _previous_states() -> dict[GroupState, frozenset[GroupState]]:
 VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = _previous_states()
 
 
+# The event each rebalance cause names (same member name); a dict, since joins look it up per request.
+REBALANCE_EVENT: dict[RebalanceCause, GroupEvent] = {cause: GroupEvent[cause.name] for cause in RebalanceCause}
+
+
 def rebalance_event(cause: RebalanceCause) -> GroupEvent:
-    """The event a rebalance cause names (same member name)."""
-    return GroupEvent[cause.name]
+    return REBALANCE_EVENT[cause]
+
+
+# The states as module constants: the handlers import these (a global load is cheaper than an Enum class attribute
+# on the JoinGroup/SyncGroup/Heartbeat paths).
+EMPTY = GroupState.EMPTY
+PREPARING_REBALANCE = GroupState.PREPARING_REBALANCE
+COMPLETING_REBALANCE = GroupState.COMPLETING_REBALANCE
+STABLE = GroupState.STABLE
+DEAD = GroupState.DEAD
 
 
 class IllegalStateTransition(RuntimeError):

@@ -16,11 +16,12 @@ from protocol.errors import ErrorCode
 from . import faults, rebalance
 from .classic_groups import ClassicGroups
 from .deferred import Deferred, resolved
-from .group import ClassicGroup, GroupEvent, GroupState, Member, MemberValidationError
+from .group import ClassicGroup, GroupEvent, Member, MemberValidationError
 from .group_records import stabilized_records
 from .messages import SyncGroupRequest, SyncGroupResult
 from .records import RebalanceCause
 from .result import Out, Result
+from .states import DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from .writes import write
 
 log = logging.getLogger("coordinator.group")
@@ -31,14 +32,13 @@ SyncOut = Result[Deferred[SyncGroupResult]]
 
 
 def sync_group(shard: ClassicGroups, req: SyncGroupRequest) -> Deferred[SyncGroupResult]:
-    out: SyncOut = Result()
+    """Only the leader's SyncGroup writes: it builds the operation's ``Result`` (``_write_assignment``); a follower's
+    returns its (parked or immediate) answer directly, so it allocates no ``Result`` (the hot path)."""
     try:
-        reply = _sync(shard, req, out)
+        return _sync(shard, req)
     except Exception as exc:
-        faults.contain(shard, req.group_id, req.member_id, "SyncGroup", exc, out)
+        faults.contain(shard, req.group_id, req.member_id, "SyncGroup", exc)
         return resolved(SyncGroupResult(error=faults.fault_error(shard, req.group_id, req.member_id)))
-    write(shard.log, out)
-    return reply
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
@@ -46,13 +46,13 @@ def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
-def _sync(shard: ClassicGroups, req: SyncGroupRequest, out: SyncOut) -> Deferred[SyncGroupResult]:
+def _sync(shard: ClassicGroups, req: SyncGroupRequest) -> Deferred[SyncGroupResult]:
     if not req.group_id:
         return resolved(SyncGroupResult(error=ErrorCode.invalid_group_id))
     group = shard.groups.get(req.group_id)
-    if group is None or group.state is GroupState.EMPTY:  # S1, S2
+    if group is None or group.state is EMPTY:  # S1, S2
         return resolved(SyncGroupResult(error=_UNKNOWN_MEMBER_ID))
-    if group.state is GroupState.DEAD:  # S3
+    if group.state is DEAD:  # S3
         return resolved(SyncGroupResult(error=ErrorCode.coordinator_not_available))
     try:  # S4
         member = group.validate_member(req.member_id, req.group_instance_id)
@@ -64,20 +64,25 @@ def _sync(shard: ClassicGroups, req: SyncGroupRequest, out: SyncOut) -> Deferred
         req.protocol_name, group.protocol_name
     ):  # S6
         return resolved(SyncGroupResult(error=ErrorCode.inconsistent_group_protocol))
-    if group.state is GroupState.PREPARING_REBALANCE:  # S7
+    if group.state is PREPARING_REBALANCE:  # S7
         return resolved(SyncGroupResult(error=ErrorCode.rebalance_in_progress))
-    if group.state is GroupState.STABLE:  # S10
+    if group.state is STABLE:  # S10
         rebalance.remove_pending_sync_member(shard, group, member.member_id)
         return resolved(SyncGroupResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment))
     # S8/S9: CompletingRebalance - park until the leader's assignment is durable.
     reply: Deferred[SyncGroupResult] = Deferred()
-    out.reply = reply
     if member.sync_reply is not None:
         member.sync_reply.resolve(SyncGroupResult(error=ErrorCode.rebalance_in_progress))  # superseded duplicate
     member.sync_reply = reply
     rebalance.remove_pending_sync_member(shard, group, member.member_id)
     if group.is_leader(member.member_id):
-        _write_assignment(shard, group, member, req, out)
+        out: SyncOut = Result(reply)
+        try:
+            _write_assignment(shard, group, member, req, out)
+        except Exception as exc:
+            faults.contain(shard, group, member.member_id, "SyncGroup", exc, out)
+            return resolved(SyncGroupResult(error=faults.fault_error(shard, req.group_id, req.member_id)))
+        write(shard.log, out)
     return reply
 
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from coordinator.record_log import OnDone, RecordLog
+from coordinator.record_log import OnDone, RecordLog, WriteFailure
 from coordinator.records import Record
-from protocol.errors import ErrorCode
 
 
 class RecordListener(Protocol):
@@ -61,7 +60,7 @@ class RecordStream:
             self.log.append(records, on_done)
             return
 
-        def done(error: ErrorCode | None) -> None:
+        def done(error: WriteFailure | None) -> None:
             if error is None:
                 for listener in listeners:
                     listener.on_durable(records)

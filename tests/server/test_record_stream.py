@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from coordinator.record_log import MemoryLog
+from coordinator.record_log import MemoryLog, WriteFailure
 from coordinator.records import OffsetCommitRecord, Record
 from protocol.errors import ErrorCode
 from runtime.record_stream import RecordStream
@@ -26,9 +26,9 @@ def test_listeners_see_appends_and_only_wanted_batches_once_durable_before_the_c
     log, events = MemoryLog(auto_commit=False), []
     stream = RecordStream(log, Recorder(events, "m", frozenset({OffsetCommitRecord})))
     stream.listen(Recorder(events, "h", frozenset()))
-    done: list[ErrorCode | None] = []
+    done: list[WriteFailure | None] = []
 
-    def on_done(error: ErrorCode | None) -> None:
+    def on_done(error: WriteFailure | None) -> None:
         events.append("caller")
         done.append(error)
 
@@ -41,5 +41,5 @@ def test_listeners_see_appends_and_only_wanted_batches_once_durable_before_the_c
     assert events == ["caller", "m durable 2", "h durable 2", "caller"]
     events.clear()
     log.fail(ErrorCode.coordinator_not_available)  # a failed batch is never durable
-    assert events == ["caller"] and done[-1] is ErrorCode.coordinator_not_available
+    assert events == ["caller"] and done[-1] is WriteFailure.UNAVAILABLE
     assert len(log.records) == 3

@@ -13,18 +13,21 @@ from coordinator.group import GroupState
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.messages import DeleteGroupResult, FetchedOffset
 from coordinator.records import (
-    GroupMetadataRecord,
     GroupRemovalCause,
     GroupTombstone,
     OffsetCommitRecord,
     OffsetRemovalCause,
     OffsetTombstone,
+    RebalanceCause,
     Record,
+    RemovalCause,
     is_state_record,
     new_empty_group_record,
 )
 from protocol.errors import ErrorCode
 from tests.core.conftest import Env, form_stable_group, join_new, leave, sync
+from tests.core.expected import completed, empty_group_record, group_record, member, removed, stabilized, started
+from tests.core.expected import joined as joined_record
 from tests.core.test_coordinator import commit_request, fetch, make_coordinator
 from tests.core.test_replay import replayed, snapshot
 
@@ -48,6 +51,11 @@ def emptied_group_with_offsets() -> tuple[Env, GroupCoordinator, int]:
 def state_records(env: Env, since: int) -> list[Record]:
     """The state records written after the first ``since`` records."""
     return [r for r in env.log.records[since:] if is_state_record(r)]
+
+
+def written_since(env: Env, since: int) -> list[Record]:
+    """Every record (state and history) written after the first ``since`` records: the log is kept whole here."""
+    return env.log.records[since:]
 
 
 def assert_replays_to_memory(env: Env, coord: GroupCoordinator) -> None:
@@ -93,20 +101,24 @@ def test_join_while_delete_is_being_written_gets_a_new_group_that_survives_the_t
     assert env.group("g").state is GroupState.STABLE
     assert fetch(coord, "g", None) == []  # nothing of the old group's offsets survives
 
-    state = state_records(env, mark)
-    assert state[:4] == [
+    j, done = joined.member_id, now + 3_000  # the new group's initial rebalance delay
+    assert written_since(env, mark) == [
         OffsetTombstone("g", "t", 0, DELETED, now),
         OffsetTombstone("g", "t", 1, DELETED, now),
         GroupTombstone("g", GroupRemovalCause.DELETED, now),
         new_empty_group_record("g", now_ms=now),  # the joiner's new group, after the tombstone
+        joined_record(j, now, client="joiner"),
+        started(0, RebalanceCause.NEW_MEMBER, now, previous="Empty", member=j),
+        completed(1, [j], done, started_at=now),
+        group_record(1, j, [member(j, b"a", client="joiner")], done, state_at=done),
+        stabilized(1, done, join_completed_at=done, started_at=now),
     ]
-    assert [type(r) for r in state[4:]] == [GroupMetadataRecord]
-    assert state[4].generation_id == 1  # type: ignore[union-attr]
     assert_replays_to_memory(env, coord)
 
 
 def test_failed_delete_restores_the_group_as_it_was() -> None:
     env, coord, mark = emptied_group_with_offsets()
+    now = env.now()
     before = snapshot(coord)
     deleting = coord.delete_groups(["g"])
     assert coord.groups.group("g") is None
@@ -115,12 +127,17 @@ def test_failed_delete_restores_the_group_as_it_was() -> None:
     assert snapshot(coord) == before
     assert env.group("g").state is GroupState.EMPTY
     assert fetch(coord, "g", None) == [FetchedOffset("t", 0, 10), FetchedOffset("t", 1, 11)]
-    assert len(env.log.records) == mark
+    assert written_since(env, mark) == []
     assert_replays_to_memory(env, coord)
     # and the restored group can be deleted again
     again = coord.delete_groups(["g"])
     env.log.commit()
     assert again.result() == [DeleteGroupResult("g", ErrorCode.none)]
+    assert written_since(env, mark) == [
+        OffsetTombstone("g", "t", 0, DELETED, now),
+        OffsetTombstone("g", "t", 1, DELETED, now),
+        GroupTombstone("g", GroupRemovalCause.DELETED, now),
+    ]
     assert coord.groups.group("g") is None and fetch(coord, "g", None) == []
     assert_replays_to_memory(env, coord)
 
@@ -129,9 +146,10 @@ def test_failed_delete_after_a_join_keeps_the_joiners_group_and_the_old_offsets(
     """The tombstones were not written, so the log still holds the old offsets, and the joiner's group follows the
     old group in it: memory keeps both, as a restart would."""
     env, coord, mark = emptied_group_with_offsets()
+    now = env.now()
     deleting = coord.delete_groups(["g"])
     joining = join_new(env.gm, "g", client_id="joiner")
-    env.log.fail()  # the tombstones and the new group's first record
+    env.log.fail()  # the tombstones, the new group's first record and the join's history
     assert deleting.result() == [DeleteGroupResult("g", ErrorCode.coordinator_not_available)]
     assert env.group("g").state is GroupState.PREPARING_REBALANCE  # the joiner's group, not the restored one
     env.run_until(lambda: joining.done)
@@ -142,7 +160,12 @@ def test_failed_delete_after_a_join_keeps_the_joiners_group_and_the_old_offsets(
     assert synced.result().error is ErrorCode.none
     assert env.group("g").state is GroupState.STABLE
     assert fetch(coord, "g", None) == [FetchedOffset("t", 0, 10), FetchedOffset("t", 1, 11)]
-    assert [type(r) for r in state_records(env, mark)] == [GroupMetadataRecord]
+    j, done = joined.member_id, now + 3_000
+    assert written_since(env, mark) == [
+        completed(1, [j], done, started_at=now),
+        group_record(1, j, [member(j, b"a", client="joiner")], done, state_at=done),
+        stabilized(1, done, join_completed_at=done, started_at=now),
+    ]
     assert_replays_to_memory(env, coord)
 
 
@@ -151,6 +174,7 @@ def test_failed_delete_does_not_restore_over_a_later_group_removed_in_turn() -> 
     first write fails, the joiner's records are written, the second deletion fails: memory must hold the joiner's
     group, as the log does, not the first group."""
     env, coord, mark = emptied_group_with_offsets()
+    now = env.now()
     first = coord.delete_groups(["g"])
     join_new(env.gm, "g", client_id="joiner")
     (joiner,) = env.group("g").members
@@ -166,7 +190,15 @@ def test_failed_delete_does_not_restore_over_a_later_group_removed_in_turn() -> 
     assert second.result() == [DeleteGroupResult("g", ErrorCode.coordinator_not_available)]
     assert snapshot(coord)[0]["g"] == joiners_group
     assert fetch(coord, "g", None) == [FetchedOffset("t", 0, 10), FetchedOffset("t", 1, 11)]  # never deleted
-    assert [type(r) for r in state_records(env, mark)] == [GroupMetadataRecord, GroupMetadataRecord]
+    end = now + 3_000  # the initial join phase ends without members
+    assert written_since(env, mark) == [
+        empty_group_record(now),
+        joined_record(joiner, now, client="joiner"),
+        started(0, RebalanceCause.NEW_MEMBER, now, previous="Empty", member=joiner),
+        removed(joiner, RemovalCause.LEFT, 0, now),  # in the initial join phase: no second rebalance
+        completed(1, [], end, started_at=now),
+        empty_group_record(end, generation=1, protocol_type="consumer"),
+    ]
     assert_replays_to_memory(env, coord)
 
 
@@ -215,11 +247,13 @@ def test_commit_in_flight_before_the_delete_does_not_bring_the_group_back() -> N
 
 
 def test_commit_in_flight_before_a_failed_delete_is_kept() -> None:
-    env, coord, _ = emptied_group_with_offsets()
+    env, coord, mark = emptied_group_with_offsets()
+    now = env.now()
     in_flight = coord.commit_offsets(commit_request("g", ("t", 5, 1)))
     deleting = coord.delete_groups(["g"])
     env.log.commit(1)
     env.log.fail()
+    assert written_since(env, mark) == [OffsetCommitRecord("g", "t", 5, 1, -1, "", now, None, "", -1)]
     assert in_flight.result().partitions[0].error is ErrorCode.none
     assert deleting.result() == [DeleteGroupResult("g", ErrorCode.coordinator_not_available)]
     assert env.group("g").state is GroupState.EMPTY
@@ -242,25 +276,43 @@ def expired_group() -> tuple[Env, GroupCoordinator]:
 def test_join_while_expiry_is_being_written_gets_a_new_group() -> None:
     env, coord = expired_group()
     now = env.now()
+    mark = len(env.log.records)
     assert coord.retention.run_once() == [
         OffsetTombstone("g", "t", 0, OffsetRemovalCause.EXPIRED, now),
         GroupTombstone("g", GroupRemovalCause.EXPIRED, now),
     ]
     assert coord.groups.group("g") is None
-    member = join_to_stable(env)
-    assert env.group("g").members.keys() == {member}
+    m = join_to_stable(env)
+    assert env.group("g").members.keys() == {m}
     assert fetch(coord, "g", None) == []
+    done = now + 3_000
+    assert written_since(env, mark) == [
+        OffsetTombstone("g", "t", 0, OffsetRemovalCause.EXPIRED, now),
+        GroupTombstone("g", GroupRemovalCause.EXPIRED, now),
+        empty_group_record(now),  # the joiner's new group
+        joined_record(m, now, client="joiner"),
+        started(0, RebalanceCause.NEW_MEMBER, now, previous="Empty", member=m),
+        completed(1, [m], done, started_at=now),
+        group_record(1, m, [member(m, b"a", client="joiner")], done, state_at=done),
+        stabilized(1, done, join_completed_at=done, started_at=now),
+    ]
     assert_replays_to_memory(env, coord)
 
 
 def test_failed_expiry_restores_the_group_and_the_next_pass_retries() -> None:
     env, coord = expired_group()
+    now, mark = env.now(), len(env.log.records)
     before = snapshot(coord)
     first = coord.retention.run_once()
     env.log.fail()
     assert snapshot(coord) == before
+    assert written_since(env, mark) == []
     assert_replays_to_memory(env, coord)
     assert coord.retention.run_once() == first
     env.log.commit()
+    assert written_since(env, mark) == [
+        OffsetTombstone("g", "t", 0, OffsetRemovalCause.EXPIRED, now),
+        GroupTombstone("g", GroupRemovalCause.EXPIRED, now),
+    ]
     assert coord.groups.group("g") is None and not coord.offsets.committed("g")
     assert_replays_to_memory(env, coord)

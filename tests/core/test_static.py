@@ -105,10 +105,23 @@ def test_static_leader_restart_v9_gets_members_and_skip_assignment(env: Env) -> 
 
 def test_static_leader_restart_before_v9_is_told_the_old_leader(env: Env) -> None:
     sg = form_stable_group(env, instance_ids=["i0", "i1"])
+    formed = env.now()
+    env.take()
     result = join(env.gm, "g", "", instance_id="i0", api_version=8).result()
     assert (result.error, result.leader, result.members, result.skip_assignment) == (E.none, sg.leader, [], False)
-    assert result.member_id != sg.leader
-    assert env.group().leader_id == result.member_id
+    new = result.member_id
+    assert new != sg.leader
+    assert env.group().leader_id == new
+    follower = sg.followers[0]
+    members = [  # as from v9: only the answer differs
+        member(follower, sg.assignments[follower], instance="i1", client="c1"),
+        member(new, sg.assignments[sg.leader], instance="i0", client="c0"),
+    ]
+    assert env.take() == [
+        removed(sg.leader, RemovalCause.FENCED, sg.generation, formed, instance="i0"),
+        joined(new, formed, instance="i0", client="c0"),
+        group_record(sg.generation, new, members, formed, state_at=formed),
+    ]
 
 
 def test_static_replacement_waits_for_its_record_and_reverts_on_failure() -> None:
@@ -207,18 +220,36 @@ def test_static_replacement_in_completing_rebalance_rebalances_and_fences_parked
 
 def test_static_replacement_in_preparing_rebalance_fences_parked_join_and_may_complete(env: Env) -> None:
     sg = form_stable_group(env, n=3, instance_ids=["i0", "i1", "i2"])
-    f1 = sg.followers[0]
+    f1, f2 = sg.followers
+    env.take()
+    now = env.now()
     leader_reply = join(env.gm, "g", sg.leader, instance_id="i0")
     old_reply = join(env.gm, "g", f1, instance_id="i1")
     assert not old_reply.done
+    assert env.take() == [
+        started(sg.generation, RebalanceCause.LEADER_REJOIN, now, previous="Stable", member=sg.leader, instance="i0")
+    ]
     new1 = join(env.gm, "g", "", instance_id="i1")  # f1 restarted while its old JoinGroup was parked
     assert (old_reply.result().error, old_reply.result().member_id) == (E.fenced_instance_id, f1)
     assert not new1.done and env.group().state is S.PREPARING_REBALANCE  # f2 has not rejoined yet
+    id1 = env.group().static_members["i1"]
+    assert env.take() == [  # in PreparingRebalance the new id just waits: no group record
+        removed(f1, RemovalCause.FENCED, sg.generation, now, instance="i1"),
+        joined(id1, now, instance="i1", client="c1"),
+    ]
     new2 = join(env.gm, "g", "", instance_id="i2")  # the last one to rejoin, as a replacement: completes
     assert new1.result().error is new2.result().error is E.none
     assert leader_reply.result().generation_id == new2.result().generation_id == sg.generation + 1
     members = {m.member_id for m in leader_reply.result().members}
     assert members == {sg.leader, new1.result().member_id, new2.result().member_id}
+    id2 = new2.result().member_id
+    assert new1.result().member_id == id1
+    assert env.take() == [
+        removed(f2, RemovalCause.FENCED, sg.generation, now, instance="i2"),
+        joined(id2, now, instance="i2", client="c2"),
+        # the replacements come after the members they replaced
+        completed(sg.generation + 1, [sg.leader, id1, id2], now, started_at=now, static=[sg.leader, id1, id2]),
+    ]
 
 
 def test_known_static_member_rejoin_follows_existing_member_rules(env: Env) -> None:

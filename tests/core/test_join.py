@@ -555,8 +555,14 @@ def test_majority_vote_selects_protocol(env: Env) -> None:
     env.run_until(lambda: replies[0].done)
     assert env.group().protocol_name == "roundrobin"
     ids = [r.result().member_id for r in replies]
-    (joined_phase,) = [r for r in env.take() if isinstance(r, JoinPhaseCompleted)]
-    assert joined_phase == completed(1, ids, 6_000, started_at=0, protocol="roundrobin")
+    assert env.take() == [
+        empty_group_record(0),
+        joined(ids[0], 0, client="a"),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=ids[0]),
+        joined(ids[1], 0, client="b", protocols=["roundrobin", "range"]),
+        joined(ids[2], 0, client="c", protocols=["roundrobin", "range"]),
+        completed(1, ids, 6_000, started_at=0, protocol="roundrobin"),  # 2 votes to 1
+    ]
 
 
 def test_dynamic_members_that_do_not_rejoin_are_removed_and_leader_reelected(env: Env) -> None:
@@ -705,32 +711,58 @@ def test_acceptance_initial_delay_worked_example_capped_by_rebalance_timeout(env
     assert env.now() == 6_000
     assert a.result().error is b.result().error is c.result().error is E.none
     assert len(a.result().members) == 3
+    ids = [r.result().member_id for r in (a, b, c)]
+    assert env.take() == [
+        empty_group_record(0),
+        joined(ids[0], 0, client="a", rebalance=6_000),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=ids[0]),
+        joined(ids[1], 0, client="b", rebalance=6_000),
+        joined(ids[2], 3_001, client="c", rebalance=6_000),
+        completed(1, ids, 6_000, started_at=0),
+    ]
 
 
 def test_initial_delay_extensions_never_exceed_rebalance_timeout(env: Env) -> None:
     """D=3000, R=10000 with a new member in every period: 3000 -> 6000 -> 9000 -> 10000 (cap), then complete."""
     first = join_new(env.gm, "g", rebalance_timeout_ms=10_000)
     deadlines = [env.timer.deadline("join-g")]
+    late = []
     for step in range(1, 40):
         env.advance(500)
         if first.done:
             break
         if step % 5 == 0:  # a new member every 2.5 s, so every delay period sees one
-            join_new(env.gm, "g", client_id=f"late{step}", rebalance_timeout_ms=10_000)
+            late.append(join_new(env.gm, "g", client_id=f"late{step}", rebalance_timeout_ms=10_000))
         deadlines.append(env.timer.deadline("join-g"))
     assert first.done
-    (completed,) = env.records(JoinPhaseCompleted)
-    assert isinstance(completed, JoinPhaseCompleted)
-    assert completed.timestamp_ms == 10_000 and completed.join_duration_ms == 10_000
     assert sorted(set(d for d in deadlines if d is not None)) == [3_000, 6_000, 9_000, 10_000]
+    ids = [r.result().member_id for r in (first, *late)]
+    assert len(ids) == 4  # late members at 2.5, 5 and 7.5 s
+    assert env.take() == [
+        empty_group_record(0),
+        joined(ids[0], 0, rebalance=10_000),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=ids[0]),
+        joined(ids[1], 2_500, client="late5", rebalance=10_000),
+        joined(ids[2], 5_000, client="late10", rebalance=10_000),
+        joined(ids[3], 7_500, client="late15", rebalance=10_000),
+        completed(1, ids, 10_000, started_at=0),  # capped by the rebalance timeout
+    ]
 
 
 def test_initial_delay_remaining_uses_rebalance_timeout_at_start(env: Env) -> None:
     """R is taken when the rebalance starts; a later member with a larger timeout does not lengthen the cap."""
     first = join_new(env.gm, "g", rebalance_timeout_ms=3_000)  # remaining = 0
-    join_new(env.gm, "g", client_id="c2", rebalance_timeout_ms=100_000)
+    second = join_new(env.gm, "g", client_id="c2", rebalance_timeout_ms=100_000)
     env.advance(3_000)
     assert first.done
+    ids = [first.result().member_id, second.result().member_id]
+    assert env.take() == [
+        empty_group_record(0),
+        joined(ids[0], 0, rebalance=3_000),
+        started(0, RebalanceCause.NEW_MEMBER, 0, previous="Empty", member=ids[0]),
+        joined(ids[1], 0, client="c2", rebalance=100_000),
+        completed(1, ids, 3_000, started_at=0),  # not extended for the second member
+    ]
 
 
 # ------------------------------------------------------------------------------------------------------ logging

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator import faults, rebalance, static
-from coordinator import join as join_module
+from coordinator import faults, rebalance
 from coordinator.group import ClassicGroup, GroupState
 from coordinator.groups import GroupManager
 from coordinator.records import GroupMetadataRecord, GroupTombstone, RebalanceCause, Record, RemovalCause
@@ -112,7 +111,7 @@ class FaultyGroupManager(GroupManager):
     The handlers are plain functions over the manager's ``shard``: the ``_planted_faults`` fixture wraps the three
     functions below so that they raise for a FaultyGroupManager's shard when its flags say so."""
 
-    fail_join_of: str | None = None  # client id whose MemberJoined history record raises
+    fail_join_of: str | None = None  # client id whose JoinGroup raises once its MemberJoined record is written
     fail_complete_join = 0  # how many join-phase completions raise
     fail_repair = False
 
@@ -122,15 +121,16 @@ _FAULTY: dict[int, FaultyGroupManager] = {}  # id(shard) -> its manager, for the
 
 @pytest.fixture(autouse=True)
 def _planted_faults(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    real_member_joined = join_module.member_joined
+    real_maybe_prepare = rebalance.maybe_prepare_rebalance_or_complete_join
     real_complete_join = rebalance.complete_join
     real_repair = faults.repair
 
-    def member_joined(group, member, now):  # type: ignore[no-untyped-def]
-        record = real_member_joined(group, member, now)
-        if any(member.client_id == gm.fail_join_of for gm in _FAULTY.values()):
+    def maybe_prepare(shard, group, cause, out, member=None, reason=None):  # type: ignore[no-untyped-def]
+        # The step right after a new member's MemberJoined record is added to the operation's result.
+        gm = _FAULTY.get(id(shard))
+        if gm is not None and member is not None and member.client_id == gm.fail_join_of:
             raise ValueError("planted fault in JoinGroup")
-        return record
+        real_maybe_prepare(shard, group, cause, out, member, reason)
 
     def complete_join(shard, group, out):  # type: ignore[no-untyped-def]
         gm = _FAULTY.get(id(shard))
@@ -145,8 +145,7 @@ def _planted_faults(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
             raise ValueError("planted fault in the repair")
         real_repair(shard, group, member_id, out)
 
-    monkeypatch.setattr(join_module, "member_joined", member_joined)
-    monkeypatch.setattr(static, "member_joined", member_joined)
+    monkeypatch.setattr(rebalance, "maybe_prepare_rebalance_or_complete_join", maybe_prepare)
     monkeypatch.setattr(rebalance, "complete_join", complete_join)
     monkeypatch.setattr(faults, "repair", repair)
     yield

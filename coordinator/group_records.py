@@ -12,7 +12,6 @@ from .records import (
     MemberJoined,
     MemberMetadata,
     MemberRemoved,
-    Record,
     RemovalCause,
     new_group_metadata_record,
 )
@@ -76,17 +75,17 @@ def member_removed(
     )
 
 
-def stabilized_records(group: ClassicGroup, assignments: dict[str, bytes], now: int) -> list[Record]:
-    """The leader's assignment: the group's state with every assignment, and how long the rebalance took."""
+def stabilized(group: ClassicGroup, now: int) -> GroupStabilized:
+    """The group became Stable at ``now`` (its assignment is durable), and how long the rebalance took.
+
+    Written when the assignment write is durable, not with it: the leader may send SyncGroup again while the first
+    write is in flight, and only the latest assignment makes the group Stable, once."""
     join_done = group.join_completed_ms if group.join_completed_ms is not None else now
     started = group.rebalance_started_ms if group.rebalance_started_ms is not None else join_done
-    return [
-        group_metadata_record(group, now, assignments),
-        GroupStabilized(
-            group_id=group.group_id,
-            generation_id=group.generation_id,
-            sync_duration_ms=now - join_done,
-            rebalance_duration_ms=now - started,
-            timestamp_ms=now,
-        ),
-    ]
+    return GroupStabilized(
+        group_id=group.group_id,
+        generation_id=group.generation_id,
+        sync_duration_ms=now - join_done,
+        rebalance_duration_ms=now - started,
+        timestamp_ms=now,
+    )

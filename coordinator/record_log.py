@@ -88,7 +88,9 @@ class MemoryLog:
         return len(self._pending)
 
     def commit(self, count: int | None = None) -> None:
-        """Make the first ``count`` pending writes (default: every one) durable, in order."""
+        """Make the first ``count`` pending writes durable, in order. By default every one, including the writes
+        that durability callbacks append meanwhile (a stabilized group's history record), as a database that stays
+        up would."""
         n = len(self._pending) if count is None else count
         pending, self._pending = self._pending[:n], self._pending[n:]
         for records, on_done in pending:
@@ -96,6 +98,8 @@ class MemoryLog:
                 self.records.extend(records)
             if on_done is not None:
                 on_done(None)
+        if count is None and self._pending:
+            self.commit()
 
     def fail(self, error: WriteFailure | ErrorCode = WriteFailure.UNAVAILABLE, count: int | None = None) -> None:
         """Fail the first ``count`` pending writes (default: every one) with ``error``: a ``WriteFailure``, or the

@@ -1,8 +1,9 @@
 """SyncGroup (§4.2, S1-S10): members wait for the leader's assignment, which the group applies once durable.
 
-The leader's SyncGroup appends the GroupMetadataRecord with every assignment (and a GroupStabilized history
-record); the group becomes Stable and the parked SyncGroups are answered only once that write is durable
-(``_assignment_written``). A failed write answers every parked SyncGroup with the error and starts a new rebalance.
+The leader's SyncGroup appends the GroupMetadataRecord with every assignment; the group becomes Stable, the parked
+SyncGroups are answered and the GroupStabilized history record is written only once that write is durable
+(``_assignment_written``; a leader's second SyncGroup supersedes a write still in flight, so one generation is
+stabilized once). A failed write answers every parked SyncGroup with the error and starts a new rebalance.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from . import faults, rebalance
 from .classic_groups import ClassicGroups
 from .deferred import Deferred, resolved
 from .group import ClassicGroup, GroupEvent, Member, MemberValidationError
-from .group_records import stabilized_records
+from .group_records import group_metadata_record, stabilized
 from .messages import SyncGroupRequest, SyncGroupResult
 from .records import RebalanceCause
 from .result import Out, Result
@@ -102,7 +103,7 @@ def _write_assignment(
         leader.member_id,
         group.generation_id,
     )
-    out.records.extend(stabilized_records(group, assignments, now))
+    out.records.append(group_metadata_record(group, now, assignments))
     token = group.assignment_write = object()
     out.on_durable.append(_AssignmentWrite(shard, group, group.generation_id, assignments, leader, token))
 
@@ -137,7 +138,9 @@ def _assignment_written(w: _AssignmentWrite, error: ErrorCode | None, out: Out) 
         for member in group.members.values():
             member.assignment = w.assignments.get(member.member_id, b"")
         rebalance.propagate_assignment(shard, group, ErrorCode.none)
-        group.apply(GroupEvent.ASSIGNMENT_DURABLE, shard.clock.now_ms())
+        now = shard.clock.now_ms()
+        group.apply(GroupEvent.ASSIGNMENT_DURABLE, now)
+        out.records.append(stabilized(group, now))
         log.info("[group=%s] stable at generation %d", group.group_id, group.generation_id)
     else:
         log.warning(

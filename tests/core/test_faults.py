@@ -366,11 +366,6 @@ def test_a_leader_that_sends_its_sync_twice_during_the_write_gets_what_was_writt
     assert group is not None and {m: x.assignment for m, x in group.members.items()} == {m: b"second" for m in ids}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each of the leader's SyncGroups writes a GroupStabilized with its assignment record, so the superseded "
-    "write leaves a second GroupStabilized for the same generation (rebalance-duration metrics observe it twice)",
-)
 def test_a_superseded_assignment_write_does_not_record_a_second_stabilization() -> None:
     """The records of the leader's two SyncGroups above: both assignments are written (log order makes the second
     win), but the group became Stable once, with the second: one GroupStabilized."""

@@ -136,7 +136,8 @@ def test_follower_parks_until_leader_assignment_is_durable() -> None:
     assert env.log.pending == 1
     env.advance(100)
     env.log.commit()
-    # the ghost's assignment is not persisted: only members are; written when the leader synced, not when durable
+    # the ghost's assignment is not persisted: only members are; the group record is written when the leader synced,
+    # the GroupStabilized once it is durable (the group is Stable from then)
     assert env.take() == [
         group_record(
             generation,
@@ -145,7 +146,7 @@ def test_follower_parks_until_leader_assignment_is_durable() -> None:
             at,
             state_at=at,
         ),
-        stabilized(generation, at, join_completed_at=at, started_at=0),
+        stabilized(generation, at + 100, join_completed_at=at, started_at=0),
     ]
     assert env.group().state is S.STABLE
     assert (l_reply.result().error, l_reply.result().assignment) == (E.none, b"L")
@@ -247,7 +248,8 @@ def test_assignment_written_after_a_rebalance_started_is_ignored() -> None:
     group = env.group()
     assert group.state is S.PREPARING_REBALANCE
     assert all(m.assignment == b"" for m in group.members.values())
-    # the leader's batch is durable (the log cannot take it back), then the rebalance the follower's change started
+    # the leader's batch is durable (the log cannot take it back), then the rebalance the follower's change started;
+    # no GroupStabilized: the group never became Stable at this generation
     assert env.take() == [
         group_record(
             generation,
@@ -256,7 +258,6 @@ def test_assignment_written_after_a_rebalance_started_is_ignored() -> None:
             at,
             state_at=at,
         ),
-        stabilized(generation, at, join_completed_at=at, started_at=0),
         started(generation, RebalanceCause.METADATA_CHANGE, at, previous="CompletingRebalance", member=follower),
     ]
 

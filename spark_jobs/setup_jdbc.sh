@@ -15,8 +15,9 @@ if ! jars_present; then
         SUDO="sudo"
     fi
     export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -q >/dev/null
-    $SUDO apt-get install -y -q --no-install-recommends libpostgresql-jdbc-java libxerial-sqlite-jdbc-java >/dev/null
+    # Wait up to 5 minutes for another apt/dpkg (a developer's, unattended-upgrades) to release the lock.
+    $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
+    $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends libpostgresql-jdbc-java libxerial-sqlite-jdbc-java >/dev/null
 fi
 jars_present || { echo "setup_jdbc: the JDBC jars are still missing after install" >&2; exit 1; }
 echo "/usr/share/java/postgresql.jar,/usr/share/java/sqlite-jdbc.jar"

@@ -18,6 +18,7 @@ import pytest
 from tests.needs import missing
 
 CHROMIUM = "/usr/bin/chromium"
+APT_LOCK_TIMEOUT_S = 300  # seconds apt-get waits for another apt/dpkg to release the lock
 
 
 @functools.cache
@@ -27,9 +28,11 @@ def _install() -> str | None:
     if apt is None:
         return "chromium is missing and apt-get is not available to install it"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run([apt, "update", "-qq"], check=False, env=env, capture_output=True, timeout=600)
+    # Another apt (a developer's, unattended-upgrades) may hold the dpkg lock: wait for it instead of failing.
+    lock = ["-o", f"DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}"]
+    subprocess.run([apt, *lock, "update", "-qq"], check=False, env=env, capture_output=True, timeout=900)
     done = subprocess.run(
-        [apt, "install", "-y", "-qq", "chromium"], env=env, capture_output=True, text=True, timeout=1200
+        [apt, *lock, "install", "-y", "-qq", "chromium"], env=env, capture_output=True, text=True, timeout=1500
     )
     if done.returncode != 0 or not os.path.exists(CHROMIUM):
         return f"could not install chromium: {done.stderr[-2000:]}"

@@ -15,7 +15,13 @@ from typing import Protocol, TypeVar
 
 from coordinator.deferred import Deferred
 from coordinator.group import ClassicGroup
-from coordinator.messages import DeleteGroupResult, OffsetCommitRequest, OffsetCommitResult
+from coordinator.messages import (
+    DeleteGroupResult,
+    OffsetCommitRequest,
+    OffsetCommitResult,
+    OffsetDeleteRequest,
+    OffsetDeleteResult,
+)
 from protocol.errors import ErrorCode
 from runtime.loop import deferred_to_future
 
@@ -47,6 +53,8 @@ class OffsetsView(Protocol):
     def committed(self, group_id: str) -> Mapping[tuple[str, int], CommittedOffsetView]: ...
 
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResult]: ...
+
+    def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResult]: ...
 
 
 class CoreFacade(Protocol):

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from coordinator.history import RebalanceOutcome  # the core's outcomes are the API's
 
@@ -75,11 +75,16 @@ class GroupsQuery(PageQuery):
     protocol_type: str | None = Field(default=None, description='Only groups of this protocol type ("" = none).')
 
 
+# An instant in a query: ISO 8601 or a number of epoch seconds/milliseconds (what pydantic's datetime accepts), so the
+# schema says both - "until=0.5" is valid, not a string that fails the date-time format.
+_INSTANT = WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}]})
+
+
 class TimeRangeQuery(PageQuery):
-    since: datetime | None = Field(
+    since: Annotated[datetime | None, _INSTANT] = Field(
         default=None, description="From this instant, inclusive (ISO 8601, or epoch seconds/milliseconds)."
     )
-    until: datetime | None = Field(default=None, description="Up to this instant, exclusive.")
+    until: Annotated[datetime | None, _INSTANT] = Field(default=None, description="Up to this instant, exclusive.")
 
 
 # ------------------------------------------------------------------------------------------------------- groups
@@ -260,6 +265,7 @@ class ResetStrategy(StrEnum):
     SHIFT_BY = "shift-by"
     TO_DATETIME = "to-datetime"
     BY_DURATION = "by-duration"
+    FROM_FILE = "from-file"
 
 
 class TopicSelection(Body):
@@ -321,8 +327,30 @@ class ResetByDuration(_Reset):
     by_duration_ms: Annotated[int, Field(ge=0, le=10**13), _INTEGER]
 
 
+class PlannedOffset(Body):
+    topic: Annotated[str, Field(min_length=1, max_length=249)]
+    partition: Annotated[int, Field(ge=0, le=2**31 - 1), _INTEGER]
+    offset: Annotated[int, Field(ge=0, le=2**63 - 1), _INTEGER]
+
+
+class ResetFromFile(Body):
+    """The offsets of a reset plan, per partition (``--from-file``: the CSV ``topic,partition,offset`` that
+    ``--export`` writes). The partitions are the plan's; there is no ``topics`` field."""
+
+    strategy: Literal["from-file"]
+    offsets: Annotated[list[PlannedOffset], Field(min_length=1, max_length=100_000)]
+    execute: bool = Field(default=False, description="Apply the plan. Without it the answer is a dry run.")
+
+
 OffsetResetRequest = Annotated[
-    ResetToEarliest | ResetToLatest | ResetToCurrent | ResetToOffset | ResetShiftBy | ResetToDatetime | ResetByDuration,
+    ResetToEarliest
+    | ResetToLatest
+    | ResetToCurrent
+    | ResetToOffset
+    | ResetShiftBy
+    | ResetToDatetime
+    | ResetByDuration
+    | ResetFromFile,
     Field(discriminator="strategy"),
 ]
 OFFSET_RESET_REQUEST: TypeAdapter[OffsetResetRequest] = TypeAdapter(OffsetResetRequest)
@@ -340,6 +368,30 @@ class OffsetResetResult(Out):
     strategy: ResetStrategy
     dry_run: bool
     partitions: list[PartitionReset]
+
+
+class OffsetsDelete(Body):
+    """The partitions whose committed offsets to delete (Kafka's OffsetDelete, ``--delete-offsets``)."""
+
+    topics: Annotated[list[TopicSelection], Field(min_length=1, max_length=1000)] = Field(
+        description="Topics, each with its partitions or, without them, every partition of the topic (the "
+        "registered topic's partitions, or the ones the group has committed for a topic that is not registered)."
+    )
+
+
+class PartitionDeletion(Out):
+    topic: str
+    partition: int
+    error: str | None = Field(
+        description="None: deleted (or there was nothing to delete). Else Kafka's error name: "
+        "GROUP_SUBSCRIBED_TO_TOPIC (a live member of the group subscribes to the topic), "
+        "UNKNOWN_TOPIC_OR_PARTITION (no such topic or partition)."
+    )
+
+
+class DeletedOffsets(Out):
+    group_id: str
+    partitions: list[PartitionDeletion]
 
 
 class DeletedGroup(Out):

@@ -6,7 +6,9 @@ partition: to-earliest and to-latest resolve to 0, and so does to-current for a 
 would always give 0). to-datetime and by-duration cannot look up message timestamps either; they resolve to the
 offset the group had committed at that instant (from the commit log), or 0 where it had none - "put the group back
 where it was at that time". shift-by moves the committed offset and, like Kafka, refuses partitions with none
-(409: the request is well formed, the group's offsets do not allow it).
+(409: the request is well formed, the group's offsets do not allow it). from-file takes each partition's offset from
+the plan (``--from-file``, the CSV that ``--export`` writes); a partition named twice takes its last offset, as Kafka
+reads the file.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .models import (
     OffsetResetRequest,
     PartitionReset,
     ResetByDuration,
+    ResetFromFile,
     ResetShiftBy,
     ResetToCurrent,
     ResetToDatetime,
@@ -44,7 +47,15 @@ class ResetError(Exception):
 def select_partitions(
     req: OffsetResetRequest, committed: Mapping[TopicPartition, int], topic_partitions: Mapping[str, int]
 ) -> list[TopicPartition]:
-    """The partitions a reset applies to (``--all-topics`` or ``--topic t[:p,...]``), sorted."""
+    """The partitions a reset applies to (``--all-topics``, ``--topic t[:p,...]`` or the plan's), sorted."""
+    if isinstance(req, ResetFromFile):
+        planned: set[TopicPartition] = set()
+        for o in req.offsets:
+            count = topic_partitions.get(o.topic)
+            if count is not None and o.partition >= count:
+                raise ResetError(404, f"topic {o.topic!r} has {count} partitions; no partition {o.partition}")
+            planned.add((o.topic, o.partition))
+        return sorted(planned)
     if req.topics == "all":
         if not committed:
             raise ResetError(409, "the group has no committed offsets; name the topics to reset")
@@ -76,6 +87,7 @@ def plan_reset(
 ) -> list[PartitionReset]:
     """New offset of each partition. ``as_of`` is the committed offsets at the to-datetime/by-duration instant."""
     out: list[PartitionReset] = []
+    from_file = {(o.topic, o.partition): o.offset for o in req.offsets} if isinstance(req, ResetFromFile) else {}
     for tp in partitions:
         current = committed.get(tp)
         match req:
@@ -95,6 +107,8 @@ def plan_reset(
                 new = current + req.shift_by
             case ResetToDatetime() | ResetByDuration():
                 new = (as_of or {}).get(tp, EARLIEST)
+            case ResetFromFile():
+                new = from_file[tp]
         out.append(
             PartitionReset(
                 topic=tp[0], partition=tp[1], current_offset=current, new_offset=min(max(new, EARLIEST), MAX_OFFSET)

@@ -19,7 +19,7 @@ from aiohttp import web
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from coordinator.group import ClassicGroup, GroupState, Member
-from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest
+from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest, OffsetDeleteRequest
 from protocol.consumer_protocol import assignment_partitions, subscription_topics
 from protocol.errors import ErrorCode
 from runtime.metrics import CONTENT_TYPE_LATEST
@@ -32,6 +32,7 @@ from .models import (
     CommitLog,
     CommittedOffset,
     DeletedGroup,
+    DeletedOffsets,
     ErrorBody,
     GroupDetail,
     GroupList,
@@ -43,6 +44,8 @@ from .models import (
     MemberView,
     OffsetResetRequest,
     OffsetResetResult,
+    OffsetsDelete,
+    PartitionDeletion,
     Readiness,
     RebalanceHistory,
     RemovedMember,
@@ -331,7 +334,7 @@ async def reset_offsets(request: web.Request) -> web.Response:
         )
     core = request.app[keys.CORE]
     committed = {tp: o.offset for tp, o in core.offsets.committed(gid).items()}
-    if group is None and not committed and req.topics == "all":
+    if group is None and not committed and getattr(req, "topics", None) == "all":
         raise json_error(404, f"unknown group {gid!r}")
     topics = {t.name: t.partitions for t in request.app[keys.TOPICS].all()}
     try:
@@ -363,6 +366,61 @@ async def reset_offsets(request: web.Request) -> web.Response:
         log.info("[%s] offsets reset (%s) on %d partition(s) through the operator API", gid, req.strategy, len(plan))
     return respond(
         OffsetResetResult(group_id=gid, strategy=ResetStrategy(req.strategy), dry_run=not req.execute, partitions=plan)
+    )
+
+
+async def delete_offsets(request: web.Request) -> web.Response:
+    """Kafka's OffsetDelete: per-partition answers; a topic the group's live members subscribe to is refused with
+    GROUP_SUBSCRIBED_TO_TOPIC, a partition that is neither registered nor committed with UNKNOWN_TOPIC_OR_PARTITION
+    (a topic named without partitions and unknown both ways answers once, with partition -1)."""
+    gid, group = _group(request)
+    body = await parse_body(request, OffsetsDelete)
+    core = request.app[keys.CORE]
+    committed = core.offsets.committed(gid)
+    if group is None and not committed:
+        raise json_error(404, f"unknown group {gid!r}")
+    registry = request.app[keys.TOPICS]
+    order: list[tuple[str, int]] = []
+    errors: dict[tuple[str, int], str] = {}
+    accepted: list[tuple[str, int]] = []
+    unknown = ErrorCode.unknown_topic_or_partition.name.upper()
+    for sel in body.topics:
+        topic = registry.get(sel.topic)
+        count = topic.partitions if topic is not None else 0
+        if sel.partitions is not None:
+            wanted = list(dict.fromkeys(sel.partitions))
+        else:
+            wanted = sorted(set(range(count)) | {p for t, p in committed if t == sel.topic})
+            if not wanted:
+                order.append((sel.topic, -1))
+                errors[(sel.topic, -1)] = unknown
+                continue
+        for p in wanted:
+            key = (sel.topic, p)
+            if key in errors or key in accepted:
+                continue
+            order.append(key)
+            if p < count or key in committed:
+                accepted.append(key)
+            else:
+                errors[key] = unknown
+    result = await await_core(
+        request, core.offsets.delete_offsets(OffsetDeleteRequest(group_id=gid, partitions=accepted)), "delete offsets"
+    )
+    if result.error is not ErrorCode.none:
+        status = _ACTION_STATUS.get(result.error, 503)
+        raise json_error(status, f"offsets of group {gid!r} were not deleted: {result.error.name.upper()}")
+    for pe in result.partitions:
+        if pe.error is not ErrorCode.none:
+            errors[(pe.topic, pe.partition)] = pe.error.name.upper()
+    deleted = [key for key in order if key not in errors]
+    if deleted:
+        log.info("[%s] offsets of %d partition(s) deleted through the operator API", gid, len(deleted))
+    return respond(
+        DeletedOffsets(
+            group_id=gid,
+            partitions=[PartitionDeletion(topic=t, partition=p, error=errors.get((t, p))) for t, p in order],
+        )
     )
 
 
@@ -437,6 +495,13 @@ ENDPOINTS: list[Endpoint] = [
              "messages, so to-earliest and to-latest resolve to 0; to-datetime/by-duration resolve to the offsets "
              "the group had committed at that instant. Refused (409) unless the group is Empty. With execute=true "
              "the new offsets are written as an admin OffsetCommit (generation -1)."),
+    Endpoint("DELETE", "/v1/groups/{group}/offsets", delete_offsets, "Delete committed offsets", "actions",
+             {200: DeletedOffsets, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, body=OffsetsDelete,
+             mutating=True, path_descriptions=GROUP,
+             description="Kafka's OffsetDelete (kafka-consumer-groups.sh --delete-offsets), answered per partition: "
+             "GROUP_SUBSCRIBED_TO_TOPIC for a topic the group's live members subscribe to, "
+             "UNKNOWN_TOPIC_OR_PARTITION for a partition that is neither registered nor committed. 409 when the "
+             "group is not Empty and does not use the consumer protocol (NON_EMPTY_GROUP)."),
     Endpoint("GET", "/v1/groups/{group}/commits", get_commits, "Commit log", "history",
              {200: CommitLog, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
     Endpoint("GET", "/v1/groups/{group}/rebalances", get_rebalances, "Rebalance history", "history",

@@ -296,6 +296,7 @@ async def test_openapi_document_lists_every_route(client: Client) -> None:
         ("/v1/groups/{group}", "get"),
         ("/v1/groups/{group}", "delete"),
         ("/v1/groups/{group}/offsets", "get"),
+        ("/v1/groups/{group}/offsets", "delete"),
         ("/v1/groups/{group}/offsets/reset", "post"),
         ("/v1/groups/{group}/commits", "get"),
         ("/v1/groups/{group}/rebalances", "get"),

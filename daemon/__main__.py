@@ -9,28 +9,26 @@ subcommands (groups, export) hang off the same parser.
 
 from __future__ import annotations
 
+# Only the standard library at import time: `kgc groups list` must start fast (README, "CLI"). The daemon, its settings
+# (pydantic), storage and the Parquet export are imported by the command that needs them.
 import argparse
-import asyncio
-import contextlib
-import faulthandler
-import logging
-import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
-from coordinator.topics import parse_topic_spec
-from daemon.settings import (
-    Settings,
-    SettingsError,
-    listen_override,
-    load_settings,
-    parse_set_options,
-)
+    from daemon.settings import Settings
 
-log = logging.getLogger("coordinator")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")  # daemon.settings.LOG_LEVELS, without importing it
+DEFAULT_CHUNK_ROWS = 50_000  # daemon.export.DEFAULT_CHUNK_ROWS
+
+
+def _log_level(text: str) -> str:
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"unknown log level {text!r} (choose from {', '.join(LOG_LEVELS)})")
+    return text.upper()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--advertise", metavar="HOST:PORT", help="address clients are told to connect to")
     serve.add_argument("--http-listen", metavar="HOST:PORT", help="operator HTTP API (default 127.0.0.1:8080)")
     serve.add_argument(
-        "--topic", action="append", default=[], metavar="NAME:PARTITIONS", help="topic to expose (repeatable)"
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS",
+        help="topic to expose (repeatable; NAME alone: 1 partition)",
     )
     serve.add_argument("--config", metavar="FILE", help="TOML settings file")
     serve.add_argument(
@@ -55,18 +57,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", action="append", default=[], metavar="NAME=VALUE", help="Kafka-named setting (repeatable)"
     )
     serve.add_argument("--log-format", choices=("logfmt", "json"), help="log line format (default logfmt)")
-    serve.add_argument("--log-level", help="log level (default INFO)")
+    serve.add_argument("--log-level", type=_log_level, metavar="LEVEL", help=f"{'|'.join(LOG_LEVELS)} (default INFO)")
     serve.set_defaults(func=cmd_serve)
-    from daemon.cli import add_groups_subcommands  # groups/topics: clients of the operator HTTP API
+    from daemon.cli import add_groups_subcommands  # groups/topics: clients of the operator HTTP API (stdlib only)
 
     add_groups_subcommands(commands)
-    from daemon.export import add_export_subcommand  # incremental Parquet export for analytics
 
-    add_export_subcommand(commands)
+    # kgc export: incremental Parquet export for analytics; daemon.export (SQLAlchemy, pyarrow) is imported to run it.
+    p = commands.add_parser("export", help="incremental Parquet export of the database for analytics")
+    p.add_argument("--out", required=True, metavar="DIR", help="export directory (created; state kept inside)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--storage-url", metavar="URL", help="database URL, as for serve")
+    src.add_argument("--data-dir", metavar="DIR", help="directory of the embedded SQLite database (default ./data)")
+    p.add_argument("--schema", metavar="NAME", help="PostgreSQL schema holding the tables (storage.schema)")
+    p.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, metavar="N", help="rows per read/row group")
+    p.set_defaults(func=cmd_export)
     return parser
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from daemon.export import cmd_export as run_export
+
+    return run_export(args)
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
+    from coordinator.topics import parse_topic_spec
+    from daemon.settings import listen_override, load_settings, parse_set_options
+
     overrides: dict[str, Any] = parse_set_options(args.set)
     kafka = overrides.setdefault("kafka", {})
     if args.kafka_listen:
@@ -98,6 +116,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 async def serve(settings: Settings) -> None:
+    import asyncio
+    import contextlib
+    import signal
+
     from daemon.app import App
     from runtime.loop import tune_gc
 
@@ -111,6 +133,8 @@ async def serve(settings: Settings) -> None:
 
 
 def _run(coro: Any) -> None:
+    import asyncio
+
     try:
         import uvloop
     except ImportError:
@@ -120,6 +144,12 @@ def _run(coro: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import faulthandler
+    import logging
+
+    from pydantic import ValidationError
+
+    from daemon.settings import SettingsError
     from runtime.logging_setup import setup_logging
     from storage.errors import StorageError
 
@@ -136,7 +166,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         _run(serve(settings))
     except (OSError, StorageError) as exc:
-        log.error("cannot start: %s", exc)
+        logging.getLogger("coordinator").error("cannot start: %s", exc)
         return 1
     return 0
 

@@ -1,19 +1,26 @@
 """``kgc groups ...``: the operator CLI, a thin client of the HTTP API.
 
     kgc groups list [--state STATE ...] [--protocol-type TYPE]
-    kgc groups describe GROUP
+    kgc groups describe (GROUP ... | --all-groups) [--members [--verbose] | --offsets | --state]
     kgc groups offsets GROUP
     kgc groups commits GROUP [--since T] [--until T] [--limit N]
     kgc groups rebalances GROUP [--since T] [--until T] [--limit N]
-    kgc groups delete GROUP
+    kgc groups delete (GROUP ... | --all-groups)
+    kgc groups delete-offsets GROUP --topic T[:P,P...] ...
     kgc groups remove-member GROUP INSTANCE_ID
-    kgc groups reset-offsets GROUP (--all-topics | --topic T[:P,P...] ...) --to-earliest|--to-latest|--to-current|
-                             --to-offset N|--shift-by N|--to-datetime T|--by-duration D [--execute]
+    kgc groups reset-offsets (GROUP ... | --all-groups) (--all-topics | --topic T[:P,P...] ...)
+                             (--to-earliest|--to-latest|--to-current|--to-offset N|--shift-by N|--to-datetime T|
+                              --by-duration D) [--execute] [--export]
+    kgc groups reset-offsets [GROUP ...] --from-file PLAN.csv [--execute]
     kgc topics list | kgc topics create NAME PARTITIONS
 
+The options mean what they mean to ``kafka-consumer-groups.sh``: ``--topic NAME`` alone is every partition of NAME,
+``--export`` prints the reset plan as Kafka's CSV (``topic,partition,offset``, with the group as first column when
+more than one group is named or with ``--all-groups``) and ``--from-file`` applies such a file.
+
 Every command takes ``--url`` (env ``KGC_URL``, default http://127.0.0.1:8080), ``--token`` (env ``KGC_TOKEN``) and
-``--json`` (print the API's JSON instead of a table). Exit status: 0 done, 1 the API refused (its message is
-printed), 2 bad usage, 3 the API could not be reached.
+``--json`` (print the API's JSON instead of a table). Exit status: 0 done, 1 the API refused (its message and
+validation details are printed; for several groups: any of them), 2 bad usage, 3 the API could not be reached.
 
 Like ``kafka-consumer-groups.sh``, reset-offsets is a dry run unless ``--execute`` is given.
 """
@@ -21,6 +28,8 @@ Like ``kafka-consumer-groups.sh``, reset-offsets is a dry run unless ``--execute
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import re
@@ -28,7 +37,8 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -36,10 +46,26 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, details: list[Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.details = details or []
+
+    def describe(self) -> str:
+        """The API's message, its status and each validation detail (``field: why``) on its own line."""
+        lines = [f"{self.message} (HTTP {self.status})"]
+        for d in self.details:
+            if isinstance(d, dict):
+                loc = ".".join(str(p) for p in d.get("loc") or [])
+                lines.append(f"  {loc or '(body)'}: {d.get('msg', d)}")
+            else:
+                lines.append(f"  {d}")
+        return "\n".join(lines)
+
+
+class UsageError(Exception):
+    """The command line is well formed for argparse but not acceptable (exit 2, like argparse's own errors)."""
 
 
 class Unreachable(Exception):
@@ -70,11 +96,14 @@ class Api:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as e:
             raw = e.read()
+            details = None
             try:
-                message = json.loads(raw)["error"]
-            except (ValueError, KeyError, TypeError):
+                decoded = json.loads(raw)
+                message = decoded["error"]
+                details = decoded.get("details")
+            except (ValueError, KeyError, TypeError, AttributeError):
                 message = raw.decode(errors="replace") or e.reason
-            raise ApiError(e.code, str(message)) from None
+            raise ApiError(e.code, str(message), details if isinstance(details, list) else None) from None
         except (urllib.error.URLError, OSError) as e:
             raise Unreachable(f"cannot reach {self.url}: {getattr(e, 'reason', e)}") from None
 
@@ -212,16 +241,30 @@ def parse_time(text: str) -> str:
 
 
 def parse_topic_arg(text: str) -> dict[str, Any]:
-    """``TOPIC`` or ``TOPIC:0,1,2`` (kafka-consumer-groups.sh --topic syntax)."""
+    """``TOPIC`` (every partition of it, as in kafka-consumer-groups.sh) or ``TOPIC:0,1,2``."""
     name, sep, parts = text.partition(":")
     if not name:
-        raise argparse.ArgumentTypeError(f"bad topic {text!r}")
+        raise argparse.ArgumentTypeError(f"bad topic {text!r}: expected TOPIC or TOPIC:P,P,...")
     if not sep:
         return {"topic": name}
+    items = parts.split(",")
+    if not all(p.isdigit() for p in items):  # "orders:", "orders:1,,2", "orders:-1", "orders:x"
+        raise argparse.ArgumentTypeError(
+            f"bad partitions in {text!r}: expected TOPIC:P,P,... with partition numbers (TOPIC alone: all of them)"
+        )
+    return {"topic": name, "partitions": list(dict.fromkeys(int(p) for p in items))}
+
+
+def parse_url(text: str) -> str:
+    """``--url``: an http(s) URL with a host, refused as bad usage otherwise (not a traceback at the first request)."""
     try:
-        return {"topic": name, "partitions": [int(p) for p in parts.split(",") if p]}
+        parts = urllib.parse.urlsplit(text)
+        port_ok = parts.port is None or 0 < parts.port < 65536
     except ValueError:
-        raise argparse.ArgumentTypeError(f"bad partitions in {text!r}") from None
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise argparse.ArgumentTypeError(f"bad URL {text!r}: expected http://HOST:PORT (e.g. {DEFAULT_URL})")
+    return text
 
 
 def _reset_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -243,40 +286,296 @@ def _reset_body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def run_command(args: argparse.Namespace, api: Api) -> tuple[Any, Any]:
-    """(the API's JSON, the table printer) of one parsed command."""
+# ------------------------------------------------------------------------------------- several groups at a time
+
+
+@dataclass
+class Outcome:
+    """What a command did: the JSON (``--json``) and its printer; notes and failures go to stderr, and a failure
+    (a group the API refused, a partition not deleted) makes the exit status 1."""
+
+    data: Any
+    show: Callable[[Any, TextIO], None]
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _failed(gid: str, e: ApiError) -> str:
+    return f"group {gid!r}: {e.describe()}"
+
+
+def all_group_ids(api: Api) -> list[str]:
+    ids: list[str] = []
+    while True:
+        page = api.request("GET", "/v1/groups", {"limit": 1000, "offset": len(ids)})
+        ids.extend(g["group_id"] for g in page["groups"])
+        if not page["groups"] or len(ids) >= page["total"]:
+            return ids
+
+
+def target_groups(args: argparse.Namespace, api: Api) -> list[str]:
+    if args.all_groups and args.group:
+        raise UsageError("name groups or give --all-groups, not both")
+    if args.all_groups:
+        return all_group_ids(api)
+    if not args.group:
+        raise UsageError("name at least one GROUP, or give --all-groups")
+    return list(dict.fromkeys(args.group))
+
+
+def _dash(v: Any) -> Any:
+    return "-" if v is None or v == "" else v
+
+
+def describe_rows(view: str, detail: dict[str, Any], offsets: dict[str, Any] | None, verbose: bool) -> list[Any]:
+    """One group's rows for --offsets, --members or --state (kafka-consumer-groups.sh --describe's columns)."""
+    g = detail["group_id"]
+    if view == "state":
+        return [{"group": g, "assignment-strategy": _dash(detail["protocol"]), "state": detail["state"],
+                 "generation": detail["generation_id"], "#members": len(detail["members"])}]  # fmt: skip
+    if view == "members":
+        rows = []
+        for m in detail["members"]:
+            assignment = m["assignment"] or {}
+            row = {"group": g, "consumer-id": m["member_id"], "group-instance-id": _dash(m["group_instance_id"]),
+                   "host": m["client_host"], "client-id": m["client_id"],
+                   "#partitions": sum(len(ps) for ps in assignment.values())}  # fmt: skip
+            if verbose:
+                row["assignment"] = (
+                    ";".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(assignment.items()) if ps)
+                    or "-"
+                )
+            rows.append(row)
+        return rows
+    # offsets: each assigned partition with its member, then the committed partitions nobody is assigned.
+    # The log end offset and the lag are "-": this service stores no messages (Kafka prints "-" when it has none).
+    committed = {(o["topic"], o["partition"]): o["offset"] for o in (offsets or {}).get("offsets", [])}
+    rows, seen = [], set()
+    members = sorted(detail["members"], key=lambda m: -sum(len(ps) for ps in (m["assignment"] or {}).values()))
+    for m in members:
+        for topic, parts in sorted((m["assignment"] or {}).items()):
+            for part in sorted(parts):
+                seen.add((topic, part))
+                rows.append({"group": g, "topic": topic, "partition": part,
+                             "current-offset": _dash(committed.get((topic, part))), "log-end-offset": "-",
+                             "lag": "-", "consumer-id": m["member_id"], "host": m["client_host"],
+                             "client-id": m["client_id"]})  # fmt: skip
+    for (topic, part), offset in sorted(committed.items()):
+        if (topic, part) not in seen:
+            rows.append({"group": g, "topic": topic, "partition": part, "current-offset": offset,
+                         "log-end-offset": "-", "lag": "-", "consumer-id": "-", "host": "-",
+                         "client-id": "-"})  # fmt: skip
+    return rows
+
+
+def run_describe(args: argparse.Namespace, api: Api) -> Outcome:
+    view = "offsets" if args.offsets else "members" if args.members else "state" if args.state else None
+    if args.verbose and view != "members":
+        raise UsageError("--verbose goes with --members")
+    groups = target_groups(args, api)
+    if view is None and len(groups) == 1 and not args.all_groups:  # the detailed view of one group, as before
+        return Outcome(api.request("GET", f"/v1/groups/{quote(groups[0])}"), show_group)
+    details, rows, notes, failures = [], [], [], []
+    for gid in groups:
+        try:
+            detail = api.request("GET", f"/v1/groups/{quote(gid)}")
+            offsets = api.request("GET", f"/v1/groups/{quote(gid)}/offsets") if view == "offsets" else None
+        except ApiError as e:
+            failures.append(_failed(gid, e))
+            continue
+        details.append(detail)
+        if view is not None:
+            rows.extend(describe_rows(view, detail, offsets, args.verbose))
+            if detail["state"] == "Empty" and view != "state":
+                notes.append(f"Consumer group '{gid}' has no active members.")
+            elif detail["state"] in ("PreparingRebalance", "CompletingRebalance"):
+                notes.append(f"Warning: consumer group '{gid}' is rebalancing.")
+
+    def show(data: Any, out: TextIO) -> None:
+        if view is None:
+            for i, d in enumerate(data["groups"]):
+                if i:
+                    print(file=out)
+                show_group(d, out)
+        elif data["rows"]:
+            headers = list(data["rows"][0])
+            table([[r[h] for h in headers] for r in data["rows"]], headers, out)
+
+    data = {"groups": details} if view is None else {"rows": rows}
+    return Outcome(data, show, failures, notes)
+
+
+def run_delete(args: argparse.Namespace, api: Api) -> Outcome:
+    deleted: list[str] = []
+    failures: list[str] = []
+    for gid in target_groups(args, api):
+        try:
+            deleted.append(api.request("DELETE", f"/v1/groups/{quote(gid)}")["group_id"])
+        except ApiError as e:
+            failures.append(_failed(gid, e))
+
+    def show(data: Any, out: TextIO) -> None:
+        for gid in data["deleted"]:
+            print(f"Group {gid} deleted.", file=out)
+
+    return Outcome({"deleted": deleted}, show, failures)
+
+
+def run_delete_offsets(args: argparse.Namespace, api: Api) -> Outcome:
+    data = api.request("DELETE", f"/v1/groups/{quote(args.group)}/offsets", body={"topics": args.topic})
+    failed = [p for p in data["partitions"] if p["error"]]
+    failures = [f"group {args.group!r}: the offsets of {len(failed)} partition(s) were not deleted"] if failed else []
+
+    def show(d: Any, out: TextIO) -> None:
+        if failed:
+            print("Some partitions were not deleted; see STATUS.", file=out)
+        else:
+            print(f"Request succeeded for deleting offsets from group {d['group_id']}.", file=out)
+        rows = [(p["topic"], p["partition"] if p["partition"] >= 0 else "-",
+                 f"Error: {p['error']}" if p["error"] else "Successful") for p in d["partitions"]]  # fmt: skip
+        table(rows, ["topic", "partition", "status"], out)
+
+    return Outcome(data, show, failures)
+
+
+def read_plan(path: str) -> list[tuple[str | None, str, int, int]]:
+    """A reset plan file: ``topic,partition,offset`` or ``group,topic,partition,offset`` per line (Kafka's CSV)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(csv.reader(f))
+    except OSError as e:
+        raise UsageError(f"cannot read --from-file {path!r}: {e.strerror or e}") from None
+    except (csv.Error, UnicodeDecodeError) as e:
+        raise UsageError(f"--from-file {path!r} is not a CSV file: {e}") from None
+    plan: list[tuple[str | None, str, int, int]] = []
+    width = None
+    for n, cells in enumerate(lines, 1):
+        if not cells or all(not c.strip() for c in cells):
+            continue
+        cells = [c.strip() for c in cells]
+        if len(cells) not in (3, 4) or (width is not None and len(cells) != width):
+            raise UsageError(
+                f"{path}:{n}: expected topic,partition,offset or group,topic,partition,offset on every line"
+            )
+        width = len(cells)
+        group, (topic, partition, offset) = (None, cells) if width == 3 else (cells[0], cells[1:])
+        if not topic or not partition.isdigit() or not offset.isdigit():
+            raise UsageError(f"{path}:{n}: bad line {','.join(cells)!r} (partition and offset are numbers >= 0)")
+        plan.append((group, topic, int(partition), int(offset)))
+    if not plan:
+        raise UsageError(f"--from-file {path!r} holds no reset plan")
+    return plan
+
+
+def plan_groups(args: argparse.Namespace, api: Api) -> tuple[list[str], dict[str, list[dict[str, int | str]]]]:
+    """The groups to reset and each one's planned offsets, from ``--from-file``."""
+    plan = read_plan(args.from_file)
+    by_group: dict[str, list[dict[str, int | str]]] = {}
+    if plan[0][0] is None:  # no group column: the plan of the one group named
+        if args.all_groups or len(args.group) != 1:
+            raise UsageError("a plan without a group column (topic,partition,offset) needs exactly one GROUP")
+        by_group[args.group[0]] = [{"topic": t, "partition": p, "offset": o} for _, t, p, o in plan]
+        return [args.group[0]], by_group
+    for g, t, p, o in plan:
+        by_group.setdefault(str(g), []).append({"topic": t, "partition": p, "offset": o})
+    if not args.group and not args.all_groups:
+        return list(by_group), by_group  # the file's groups
+    return target_groups(args, api), by_group
+
+
+def run_reset(args: argparse.Namespace, api: Api) -> Outcome:
+    plans: dict[str, list[dict[str, int | str]]] = {}
+    if args.from_file is not None:
+        if args.all_topics or args.topic:
+            raise UsageError("--from-file takes the partitions from the file: drop --all-topics/--topic")
+        groups, plans = plan_groups(args, api)
+    else:
+        if not args.all_topics and not args.topic:
+            raise UsageError("one of the reset scopes is required: --all-topics or --topic")
+        if args.all_topics and args.topic:
+            raise UsageError("--all-topics and --topic exclude each other")
+        groups = target_groups(args, api)
+    with_group = len(groups) > 1 or args.all_groups or (args.from_file is not None and not args.group)
+    results: list[Any] = []
+    failures: list[str] = []
+    for gid in groups:
+        if args.from_file is not None:
+            if gid not in plans:
+                failures.append(f"group {gid!r}: no reset plan for it in {args.from_file}")
+                continue
+            body: dict[str, Any] = {"strategy": "from-file", "offsets": plans[gid], "execute": args.execute}
+        else:
+            body = _reset_body(args)
+        try:
+            results.append(api.request("POST", f"/v1/groups/{quote(gid)}/offsets/reset", body=body))
+        except ApiError as e:
+            failures.append(_failed(gid, e))
+
+    def show(data: Any, out: TextIO) -> None:
+        if args.export:
+            out.write(export_csv(data["results"], with_group))
+            return
+        rows = [((r["group_id"],) if with_group else ()) + (p["topic"], p["partition"], p["current_offset"],
+                p["new_offset"]) for r in data["results"] for p in r["partitions"]]  # fmt: skip
+        table(rows, (["group"] if with_group else []) + ["topic", "partition", "current", "new"], out)
+        if not args.execute:
+            print("Dry run: nothing changed. Add --execute to apply.", file=out)
+        else:
+            for r in data["results"]:
+                print(f"Offsets of {r['group_id']} reset ({r['strategy']}).", file=out)
+
+    if len(groups) == 1 and len(results) == 1:  # one group: the API's answer as --json, as before
+        return Outcome(results[0], lambda d, out: show({"results": [d]}, out), failures)
+    return Outcome({"results": results}, show, failures)
+
+
+def export_csv(results: list[Any], with_group: bool) -> str:
+    """Kafka's reset plan CSV: ``topic,partition,offset`` (``group,`` first when several groups are reset)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for r in results:
+        for p in r["partitions"]:
+            row = [p["topic"], p["partition"], p["new_offset"]]
+            writer.writerow([r["group_id"], *row] if with_group else row)
+    return buf.getvalue()
+
+
+def run_command(args: argparse.Namespace, api: Api) -> Outcome:
+    """What one parsed command did (the API's JSON, its printer, the groups it failed for)."""
     cmd = args.groups_command if args.command == "groups" else f"topics-{args.topics_command}"
-    g = quote(getattr(args, "group", "") or "")
+    g = quote(getattr(args, "group", "") or "") if isinstance(getattr(args, "group", None), str) else ""
     page = {"limit": getattr(args, "limit", None), "offset": getattr(args, "offset", None)}
     match cmd:
         case "list":
             state = ",".join(args.state) if args.state else None
             q = {"state": state, "protocol_type": args.protocol_type, **page}
-            return api.request("GET", "/v1/groups", q), show_groups
+            return Outcome(api.request("GET", "/v1/groups", q), show_groups)
         case "describe":
-            return api.request("GET", f"/v1/groups/{g}"), show_group
+            return run_describe(args, api)
         case "offsets":
-            return api.request("GET", f"/v1/groups/{g}/offsets"), show_offsets
+            return Outcome(api.request("GET", f"/v1/groups/{g}/offsets"), show_offsets)
         case "commits":
             q = {"since": args.since, "until": args.until, **page}
-            return api.request("GET", f"/v1/groups/{g}/commits", q), show_commits
+            return Outcome(api.request("GET", f"/v1/groups/{g}/commits", q), show_commits)
         case "rebalances":
             q = {"since": args.since, "until": args.until, **page}
-            return api.request("GET", f"/v1/groups/{g}/rebalances", q), show_rebalances
+            return Outcome(api.request("GET", f"/v1/groups/{g}/rebalances", q), show_rebalances)
         case "delete":
-            data = api.request("DELETE", f"/v1/groups/{g}")
-            return data, lambda d, out: print(f"Group {d['group_id']} deleted.", file=out)
+            return run_delete(args, api)
+        case "delete-offsets":
+            return run_delete_offsets(args, api)
         case "remove-member":
             data = api.request("DELETE", f"/v1/groups/{g}/members/{quote(args.instance)}")
-            return data, lambda d, out: print(f"Static member {d['group_instance_id']} removed.", file=out)
+            return Outcome(data, lambda d, out: print(f"Static member {d['group_instance_id']} removed.", file=out))
         case "reset-offsets":
-            return api.request("POST", f"/v1/groups/{g}/offsets/reset", body=_reset_body(args)), show_reset
+            return run_reset(args, api)
         case "topics-list":
-            return api.request("GET", "/v1/topics"), show_topics
+            return Outcome(api.request("GET", "/v1/topics"), show_topics)
         case "topics-create":
             body = {"name": args.name, "partitions": args.partitions}
             data = api.request("POST", "/v1/topics", body=body)
-            return data, lambda d, out: print(f"Topic {d['name']} has {d['partitions']} partition(s).", file=out)
+            return Outcome(data, lambda d, out: print(f"Topic {d['name']} has {d['partitions']} partition(s).",
+                                                      file=out))  # fmt: skip
     raise AssertionError(cmd)
 
 
@@ -285,28 +584,37 @@ def cmd_client(args: argparse.Namespace, out: TextIO | None = None, err: TextIO 
     err = err or sys.stderr
     api = Api(args.url, args.token)
     try:
-        data, show = run_command(args, api)
+        outcome = run_command(args, api)
+    except UsageError as e:
+        print(args.usage.rstrip(), file=err)
+        print(f"{args.prog}: error: {e}", file=err)
+        return 2
     except ApiError as e:
-        print(f"kgc: {e.message} (HTTP {e.status})", file=err)
+        print(f"kgc: {e.describe()}", file=err)
         return 1
     except Unreachable as e:
         print(f"kgc: {e}", file=err)
         return 3
     if args.json:
-        print(json.dumps(data, indent=2), file=out)
+        print(json.dumps(outcome.data, indent=2), file=out)
     else:
-        show(data, out)
-    return 0
+        outcome.show(outcome.data, out)
+    for note in outcome.notes:
+        print(note, file=err)
+    for failure in outcome.failures:
+        print(f"kgc: {failure}", file=err)
+    return 1 if outcome.failures else 0
 
 
 # ------------------------------------------------------------------------------------------------------ parser
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=os.environ.get("KGC_URL", DEFAULT_URL), help="operator API (env KGC_URL)")
+    p.add_argument("--url", type=parse_url, default=os.environ.get("KGC_URL", DEFAULT_URL),
+                   help="operator API (env KGC_URL)")  # fmt: skip
     p.add_argument("--token", default=os.environ.get("KGC_TOKEN"), help="bearer token (env KGC_TOKEN)")
     p.add_argument("--json", action="store_true", help="print the API's JSON")
-    p.set_defaults(func=cmd_client)
+    p.set_defaults(func=cmd_client, usage=p.format_usage(), prog=p.prog)
 
 
 def _paged(p: argparse.ArgumentParser, time_range: bool) -> None:
@@ -315,6 +623,11 @@ def _paged(p: argparse.ArgumentParser, time_range: bool) -> None:
     if time_range:
         p.add_argument("--since", type=parse_time, help="from this instant (ISO 8601 or epoch ms)")
         p.add_argument("--until", type=parse_time, help="up to this instant")
+
+
+def _groups(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("group", nargs="*", metavar="GROUP", help=what)
+    p.add_argument("--all-groups", action="store_true", help="every group")
 
 
 def add_groups_subcommands(subparsers: Any) -> None:
@@ -327,11 +640,27 @@ def add_groups_subcommands(subparsers: Any) -> None:
     p.add_argument("--protocol-type", help="only groups of this protocol type")
     _paged(p, time_range=False)
     _common(p)
-    for name, help_text in (("describe", "state, members, assignments"), ("offsets", "committed offsets"),
-                            ("delete", "delete an Empty group")):  # fmt: skip
-        p = gcmds.add_parser(name, help=help_text)
-        p.add_argument("group")
-        _common(p)
+
+    p = gcmds.add_parser("describe", help="state, members, assignments; --offsets/--members/--state as Kafka's")
+    _groups(p, "groups to describe")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--offsets", action="store_true", help="committed offsets per partition, with the member")
+    view.add_argument("--members", action="store_true", help="members and their partition counts")
+    view.add_argument("--state", action="store_true", help="state, assignment strategy, generation, member count")
+    p.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
+    _common(p)
+
+    p = gcmds.add_parser("offsets", help="committed offsets")
+    p.add_argument("group")
+    _common(p)
+    p = gcmds.add_parser("delete", help="delete Empty groups")
+    _groups(p, "groups to delete")
+    _common(p)
+    p = gcmds.add_parser("delete-offsets", help="delete committed offsets (Kafka's --delete-offsets)")
+    p.add_argument("group")
+    p.add_argument("--topic", action="append", required=True, type=parse_topic_arg, metavar="TOPIC[:P,P...]",
+                   help="TOPIC (every partition) or TOPIC:P,P (repeatable)")  # fmt: skip
+    _common(p)
     for name, help_text in (("commits", "the commit log"), ("rebalances", "rebalance history with causes")):
         p = gcmds.add_parser(name, help=help_text)
         p.add_argument("group")
@@ -343,10 +672,10 @@ def add_groups_subcommands(subparsers: Any) -> None:
     _common(p)
 
     p = gcmds.add_parser("reset-offsets", help="reset offsets (dry run unless --execute)")
-    p.add_argument("group")
-    scope = p.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--all-topics", action="store_true", help="every partition the group has committed")
-    scope.add_argument("--topic", action="append", type=parse_topic_arg, help="TOPIC or TOPIC:P,P (repeatable)")
+    _groups(p, "groups to reset (with --from-file and a group column: default the file's groups)")
+    p.add_argument("--all-topics", action="store_true", help="every partition the group has committed")
+    p.add_argument("--topic", action="append", type=parse_topic_arg, metavar="TOPIC[:P,P...]",
+                   help="TOPIC (every partition) or TOPIC:P,P (repeatable)")  # fmt: skip
     strategy = p.add_mutually_exclusive_group(required=True)
     strategy.add_argument("--to-earliest", action="store_true", help="0 (this service stores no messages)")
     strategy.add_argument("--to-latest", action="store_true", help="0 (this service stores no messages)")
@@ -356,7 +685,10 @@ def add_groups_subcommands(subparsers: Any) -> None:
     strategy.add_argument("--to-datetime", type=parse_time, metavar="T",
                           help="the offsets committed at that instant")  # fmt: skip
     strategy.add_argument("--by-duration", type=parse_duration_ms, metavar="D", help="e.g. 15m, 2h, PT1H")
+    strategy.add_argument("--from-file", metavar="PLAN.csv",
+                          help="the offsets of a plan --export wrote (topic,partition,offset per line)")  # fmt: skip
     p.add_argument("--execute", action="store_true", help="apply (default: dry run)")
+    p.add_argument("--export", action="store_true", help="print the plan as CSV (Kafka's format) instead of a table")
     _common(p)
 
     topics = subparsers.add_parser("topics", help="registered topics (through the HTTP API)")

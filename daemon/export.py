@@ -303,18 +303,8 @@ def _describe(url: str) -> str:
 # ------------------------------------------------------------------------------------------------ CLI
 
 
-def add_export_subcommand(commands: Any) -> None:
-    p = commands.add_parser("export", help="incremental Parquet export of the database for analytics")
-    p.add_argument("--out", required=True, metavar="DIR", help="export directory (created; state kept inside)")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--storage-url", metavar="URL", help="database URL, as for serve")
-    src.add_argument("--data-dir", metavar="DIR", help="directory of the embedded SQLite database (default ./data)")
-    p.add_argument("--schema", metavar="NAME", help="PostgreSQL schema holding the tables (storage.schema)")
-    p.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, metavar="N", help="rows per read/row group")
-    p.set_defaults(func=cmd_export)
-
-
 def cmd_export(args: argparse.Namespace) -> int:
+    """``kgc export`` (its options are defined in ``daemon.__main__``, which imports this module only to run it)."""
     if args.chunk_rows < 1:
         print("kgc export: --chunk-rows must be positive", file=sys.stderr)
         return 2

@@ -171,9 +171,19 @@ class RuntimeSettings(_Section):
     gc_gen0_threshold: int = Field(default=50_000, ge=0)
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 class LogSettings(_Section):
     level: str = "INFO"
     format: Literal["logfmt", "json"] = "logfmt"
+
+    @field_validator("level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {value!r} (one of {', '.join(LOG_LEVELS)})")
+        return value.upper()
 
 
 # The TOML file of the settings being built (a context variable, so concurrent tests can load different files).

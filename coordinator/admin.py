@@ -1,10 +1,12 @@
-"""Group administration: ListGroups, DescribeGroups and DeleteGroups (Kafka's classic-group admin semantics).
+"""Group administration: ListGroups, DescribeGroups and DeleteGroups, over every group type.
 
-ListGroups and DescribeGroups only read. DeleteGroups validates each group (only an Empty group can be deleted) and
-appends an offset tombstone for every committed or in-flight offset plus a group tombstone, through
-``coordinator.deletion``: the group goes from memory at once (a JoinGroup that comes later creates a new
-group), its offsets once the tombstones are durable, and a failed write restores the group. The reply waits for
-the write.
+The groups come from the ``coordinator.group_type.GroupDirectory``; each group gives its own ListGroups and
+DescribeGroups entry and says whether it can be deleted (``coordinator.group_type.Group``), so this module knows no
+group type. ListGroups and DescribeGroups only read. DeleteGroups validates each group (``Group.validate_delete``:
+a classic group only when Empty) and appends an offset tombstone for every committed or in-flight offset plus a
+group tombstone, through ``coordinator.deletion``: the group goes from memory at once (a JoinGroup that comes later
+creates a new group), its offsets once the tombstones are durable, and a failed write restores the group. The reply
+waits for the write.
 """
 
 from __future__ import annotations
@@ -16,17 +18,16 @@ from protocol.errors import ErrorCode
 from .clock import Clock
 from .deferred import Deferred, resolved
 from .deletion import deletion
-from .group import ClassicGroup, GroupState, Member
-from .messages import DeleteGroupResult, DescribedGroup, DescribedMember, ListedGroup
-from .offsets import GroupDirectory, OffsetManager
+from .group_type import GroupDirectory
+from .messages import DeleteGroupResult, DescribedGroup, ListedGroup
+from .offsets import OffsetManager
 from .record_log import RecordLog
 from .records import GroupRemovalCause, OffsetRemovalCause, Record, new_group_tombstone, new_offset_tombstone
 from .writes import write
 
 log = logging.getLogger(__name__)
 
-CLASSIC_GROUP_TYPE = "classic"
-DEAD_STATE = GroupState.DEAD.display
+DEAD_STATE = "Dead"  # DescribeGroups' answer for a group id it does not know (no error)
 
 
 class GroupAdmin:
@@ -47,12 +48,11 @@ class GroupAdmin:
         """Every group, filtered. Empty/None filter = all; unknown state or type names match nothing."""
         states = {s.strip().lower() for s in states_filter} if states_filter else None
         # Kafka trims state names but not type names (GroupType.parse only lower-cases).
-        if types_filter and CLASSIC_GROUP_TYPE not in {t.lower() for t in types_filter}:
-            return []  # every group here is a classic group
+        types = {t.lower() for t in types_filter} if types_filter else None
         listed = [
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.display, CLASSIC_GROUP_TYPE)
+            g.listed()
             for g in self._groups.all_groups()
-            if states is None or g.state.lower in states
+            if (states is None or g.state_lower in states) and (types is None or g.group_type in types)
         ]
         listed.sort(key=lambda g: g.group_id)
         return listed
@@ -67,24 +67,7 @@ class GroupAdmin:
         group = self._groups.group(group_id)
         if group is None:
             return DescribedGroup(group_id, ErrorCode.none, DEAD_STATE)
-        if group.state is GroupState.STABLE and group.protocol_name is not None:
-            protocol = group.protocol_name
-            return DescribedGroup(
-                group_id,
-                ErrorCode.none,
-                group.state.display,
-                group.protocol_type or "",
-                protocol,
-                [_described_member(m, protocol) for m in group.members.values()],
-            )
-        return DescribedGroup(
-            group_id,
-            ErrorCode.none,
-            group.state.display,
-            group.protocol_type or "",
-            "",
-            [_described_member(m, None) for m in group.members.values()],
-        )
+        return group.described()
 
     # ------------------------------------------------------------------------------------------------ DeleteGroups
     def delete_groups(self, group_ids: list[str | None]) -> Deferred[list[DeleteGroupResult]]:
@@ -103,7 +86,7 @@ class GroupAdmin:
                 results.append(DeleteGroupResult("", ErrorCode.invalid_group_id))
                 continue
             group = self._groups.group(group_id)
-            error = _validate_delete(group)
+            error = ErrorCode.group_id_not_found if group is None else group.validate_delete()
             results.append(DeleteGroupResult(group_id, error))
             if error is ErrorCode.none:
                 deleted.add(group_id)
@@ -130,28 +113,9 @@ class GroupAdmin:
         return reply
 
 
-def _validate_delete(group: ClassicGroup | None) -> ErrorCode:
-    if group is None or group.state is GroupState.DEAD:
-        return ErrorCode.group_id_not_found
-    if group.state is not GroupState.EMPTY:
-        return ErrorCode.non_empty_group
-    return ErrorCode.none
-
-
 def _offset_tombstones(offsets: OffsetManager, group_id: str, now_ms: int, cause: OffsetRemovalCause) -> list[Record]:
     """Offset tombstones for every durable and every in-flight offset of the group (in-flight ones are appended
     before these, so the tombstone wins on replay exactly as it does live)."""
     keys = set(offsets.committed(group_id).keys())
     keys.update(offsets.pending(group_id))
     return [new_offset_tombstone(group_id, t, p, cause=cause, now_ms=now_ms) for t, p in sorted(keys)]
-
-
-def _described_member(m: Member, protocol: str | None) -> DescribedMember:
-    """Metadata (the selected protocol's) only in Stable; the assignment always."""
-    metadata = b""
-    if protocol is not None:
-        try:
-            metadata = m.metadata(protocol)
-        except KeyError:
-            metadata = b""
-    return DescribedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, metadata, m.assignment)

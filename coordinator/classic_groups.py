@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .clock import Clock, Timer
 from .config import GroupConfig
-from .group import ClassicGroup, GroupState
+from .group import ClassicGroup, GroupState, Member, no_session_timers
 from .record_log import RecordLog
 from .records import GroupMetadataRecord
 
@@ -39,6 +39,9 @@ class ClassicGroups:
     # Groups removed by a deletion whose tombstone is not durable yet, per id in removal order (lifecycle.py).
     removing: dict[str, list[GroupMetadataRecord]] = field(default_factory=dict)
     faults: int = 0  # operations that raised and were contained (tests assert none happen)
+    # A member's accepted OffsetCommit re-arms its session: ``rebalance.schedule_session`` bound to this shard (set
+    # once by ``GroupManager``), handed to every group the shard creates or replays (``ClassicGroup.keep_alive``).
+    keep_alive: Callable[[Member], None] = no_session_timers
 
     def is_current(self, group: ClassicGroup) -> bool:
         """A timer or log callback still concerns a live group (not dropped, replaced or Dead)."""
@@ -46,5 +49,6 @@ class ClassicGroups:
 
     def new_group(self, group_id: str, now: int) -> ClassicGroup:
         group = ClassicGroup(group_id=group_id, created_ms=now)
+        group.keep_alive = self.keep_alive
         self.groups[group_id] = group
         return group

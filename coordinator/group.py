@@ -34,10 +34,12 @@ from protocol.consumer_protocol import subscription_topics
 from protocol.errors import ErrorCode
 
 from .deferred import Deferred
-from .messages import JoinGroupMember, JoinGroupResult, SyncGroupResult
+from .group_type import BaseTimestamp, commit_time
+from .messages import DescribedGroup, DescribedMember, JoinGroupMember, JoinGroupResult, ListedGroup, SyncGroupResult
 from .states import TRANSITIONS, VALID_PREVIOUS_STATES, GroupEvent, GroupState, IllegalStateTransition
 
 __all__ = [
+    "CLASSIC_GROUP_TYPE",
     "CONSUMER_PROTOCOL_TYPE",
     "VALID_PREVIOUS_STATES",
     "ClassicGroup",
@@ -49,6 +51,9 @@ __all__ = [
 ]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+CLASSIC_GROUP_TYPE = "classic"  # ListGroups' group_type (KIP-848)
+
+_NONE = ErrorCode.none
 
 
 def _distinct_names(protocols: list[tuple[str, bytes]]) -> dict[str, None]:
@@ -61,6 +66,11 @@ def _distinct_names(protocols: list[tuple[str, bytes]]) -> dict[str, None]:
     (ClassicGroup.incrementSupportedProtocols) and so has the same flaw; we count each name once.
     """
     return dict.fromkeys(name for name, _ in protocols)
+
+
+def no_session_timers(member: Member) -> None:
+    """The ``keep_alive`` of a group built outside a shard (unit tests): it has no session timers to re-arm."""
+    raise RuntimeError(f"member {member.member_id}: a group built outside a shard has no session timers")
 
 
 class MemberValidationError(Exception):
@@ -166,6 +176,9 @@ class ClassicGroup:
     # The leader's latest SyncGroup assignment write of this generation: a repeated leader SyncGroup writes again,
     # and only the completion of the latest write acts (log order: it is the one a reload sees).
     assignment_write: object | None = None
+    # What an accepted member OffsetCommit in Stable/PreparingRebalance does to keep the member alive: the shard's
+    # ``rebalance.schedule_session`` (set where the shard creates or replays a group; one object per shard).
+    keep_alive: Callable[[Member], None] = field(default=no_session_timers, repr=False)
 
     def __post_init__(self) -> None:
         if self.state_timestamp_ms < 0:
@@ -464,3 +477,111 @@ class ClassicGroup:
         if self.subscribed_topics is not None:
             return topic in self.subscribed_topics
         return self.uses_consumer_protocol()
+
+    # ------------------------------------------------------------------- the group-type seam (group_type.Group)
+    @property
+    def group_type(self) -> str:
+        return CLASSIC_GROUP_TYPE
+
+    @property
+    def state_name(self) -> str:
+        return self.state.value
+
+    @property
+    def state_lower(self) -> str:
+        return self.state.lower
+
+    def is_empty(self) -> bool:
+        return self.state is GroupState.EMPTY
+
+    def validate_delete(self) -> ErrorCode:
+        """Only an Empty group can be deleted."""
+        if self.state is GroupState.DEAD:
+            return ErrorCode.group_id_not_found
+        if self.state is not GroupState.EMPTY:
+            return ErrorCode.non_empty_group
+        return _NONE
+
+    def listed(self) -> ListedGroup:
+        return ListedGroup(self.group_id, self.protocol_type or "", self.state.display, CLASSIC_GROUP_TYPE)
+
+    def described(self) -> DescribedGroup:
+        """Members with their assignment; the selected protocol and each member's metadata for it only in Stable."""
+        protocol = self.protocol_name if self.state is GroupState.STABLE else None
+        return DescribedGroup(
+            self.group_id,
+            _NONE,
+            self.state.display,
+            self.protocol_type or "",
+            protocol or "",
+            [_described_member(m, protocol) for m in self.members.values()],
+        )
+
+    def validate_offset_commit(
+        self, member_id: str, generation_or_epoch: int, instance_id: str | None, api_version: int
+    ) -> ErrorCode:
+        """Kafka's validateOffsetCommit against an existing group (C3-C7; C1/C2, no group, are the caller's).
+        Re-arms the member's session on an accepted member commit in Stable or PreparingRebalance."""
+        state = self.state
+        if state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available  # C3
+        if generation_or_epoch < 0 and state is GroupState.EMPTY:
+            return _NONE  # C4: admin / manual assignment; member and instance ids are ignored (and not recorded)
+        if generation_or_epoch >= 0 or member_id != "" or instance_id is not None:
+            try:
+                member = self.validate_member(member_id, instance_id)  # C5
+            except MemberValidationError as e:
+                return e.error
+            if generation_or_epoch != self.generation_id:
+                return ErrorCode.illegal_generation
+        else:
+            return ErrorCode.unknown_member_id  # C6: no member id in a group that has members
+        if state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress  # C7
+        if state is GroupState.STABLE or state is GroupState.PREPARING_REBALANCE:
+            # In the classic protocol an offset commit proves the member is alive.
+            self.keep_alive(member)
+        return _NONE
+
+    def validate_offset_fetch(self) -> ErrorCode:
+        """A Dead group has no offsets to show (answered like an absent group, without an error)."""
+        return ErrorCode.group_id_not_found if self.state is GroupState.DEAD else _NONE
+
+    def validate_offset_delete(self) -> ErrorCode:
+        """Offsets can be deleted in an Empty group, and in a consumer-protocol group (topic by topic)."""
+        if self.state is GroupState.DEAD:
+            return ErrorCode.group_id_not_found
+        if self.state is not GroupState.EMPTY and not self.uses_consumer_protocol():
+            return ErrorCode.non_empty_group
+        return _NONE
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        # Nothing is "subscribed" in an Empty group (its subscription set is empty).
+        return self.state is not GroupState.EMPTY and self.is_subscribed_to_topic(topic)
+
+    def offset_expiration_base(self) -> BaseTimestamp | None:
+        """Kafka's ClassicGroup.offsetExpirationCondition (§9.3): a simple group (no protocol type) expires offsets
+        by commit time; an Empty group with a protocol type by the time it became Empty (commit time if unknown); a
+        Stable consumer group whose subscriptions are known by commit time (only unsubscribed topics' offsets);
+        any other group's offsets do not expire."""
+        if self.protocol_type is None:
+            return commit_time if self.state is not GroupState.DEAD else None
+        if self.state is GroupState.EMPTY:
+            became_empty = self.state_timestamp_ms
+            if became_empty >= 0:
+                return lambda _o: became_empty
+            return commit_time
+        if self.state is GroupState.STABLE and self.uses_consumer_protocol() and self.subscribed_topics is not None:
+            return commit_time
+        return None
+
+
+def _described_member(m: Member, protocol: str | None) -> DescribedMember:
+    """Metadata (the selected protocol's) only in Stable; the assignment always."""
+    metadata = b""
+    if protocol is not None:
+        try:
+            metadata = m.metadata(protocol)
+        except KeyError:
+            metadata = b""
+    return DescribedMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, metadata, m.assignment)

@@ -1,9 +1,11 @@
 """The group coordinator of one shard: the facade the API layer talks to.
 
 It composes the classic group type (``GroupManager``: Join/Sync/Heartbeat/Leave handlers over the shard's
-``ClassicGroups``), the offsets store (``OffsetManager``),
+``ClassicGroups``), the one directory of the shard's groups of every type (``GroupDirectory``, the group-type seam of
+``coordinator.group_type``: the classic type is registered there), the offsets store (``OffsetManager``),
 group administration (``GroupAdmin``: List/Describe/DeleteGroups) and the retention cleanup (``RetentionCleaner``),
-and owns the single replay dispatch that rebuilds all of them from records.
+which find groups through the directory only, and owns the single replay dispatch that rebuilds all of them from
+records.
 
 Load sequence (storage): ``replay(record)`` for every stored record in log order, then ``on_loaded()``, which arms
 the members' session timers and the periodic cleanup. Replay only touches state records; history records carry no
@@ -18,6 +20,7 @@ import logging
 from .admin import GroupAdmin
 from .clock import Clock, Timer
 from .config import GroupConfig
+from .group_type import GroupDirectory
 from .groups import GroupManager
 from .offsets import OffsetManager
 from .record_log import RecordLog
@@ -48,9 +51,11 @@ class GroupCoordinator:
         """``groups`` lets tests pass a GroupManager built with deterministic member ids (same clock/timer/log)."""
         self.config = config
         self.groups = groups if groups is not None else GroupManager(config, clock, timer, log)
-        self.offsets = OffsetManager(config, clock, timer, log, self.groups)
-        self.admin = GroupAdmin(clock, log, self.groups, self.offsets)
-        self.retention = RetentionCleaner(self.groups.shard, self.groups, self.offsets)
+        # Every group type registers here (``GroupDirectory.register``); simple groups are classic groups.
+        self.directory = GroupDirectory(self.groups.get_or_create_simple_group, self.groups)
+        self.offsets = OffsetManager(config, clock, timer, log, self.directory)
+        self.admin = GroupAdmin(clock, log, self.directory, self.offsets)
+        self.retention = RetentionCleaner(config, clock, timer, log, self.directory, self.offsets)
 
         # Request handlers, by delegation (bound once: no per-request indirection).
         self.join_group = self.groups.join_group

@@ -8,9 +8,10 @@ functions over that data, one module per API: ``coordinator.join`` (JoinGroup, w
 indirection than a method call. The section numbers (§) and row ids (R4, N6, E10, S9, H6, L3 ...) in those modules
 refer to ``docs/semantics.md``.
 
-It is also the group-type seam the offsets, admin and retention code use (``coordinator.offsets.GroupDirectory``):
-``group``, ``all_groups``, ``get_or_create_simple_group``, ``rearm_session``, ``remove_group``, ``finish_removal``,
-``replay``.
+It is also the classic ``coordinator.group_type.GroupType``: the shard's ``GroupDirectory`` reads its groups
+(``groups_by_id``), removes them (``remove_group``) and creates simple groups through it
+(``get_or_create_simple_group``). ``group`` and ``all_groups`` answer with the classic groups themselves, for the
+operator API and the metrics, which show classic details (members, assignments).
 
 What is durable and who waits for it:
 
@@ -24,7 +25,7 @@ What is durable and who waits for it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
 from protocol.errors import ErrorCode
@@ -34,7 +35,8 @@ from .classic_groups import ClassicGroups, random_uuid
 from .clock import Clock, Timer
 from .config import GroupConfig
 from .deferred import Deferred
-from .group import ClassicGroup, GroupState, Member
+from .group import ClassicGroup, GroupState
+from .group_type import FinishRemoval
 from .messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -45,7 +47,7 @@ from .messages import (
     SyncGroupResult,
 )
 from .record_log import RecordLog
-from .records import GroupMetadataRecord, Record
+from .records import Record
 
 
 class GroupManager:
@@ -62,6 +64,7 @@ class GroupManager:
     ) -> None:
         """``new_uuid`` makes member ids testable."""
         shard = self.shard = ClassicGroups(config, clock, timer, log, new_uuid)
+        shard.keep_alive = partial(rebalance.schedule_session, shard)
         self.join_group: Callable[[JoinGroupRequest], Deferred[JoinGroupResult]] = partial(join.join_group, shard)
         self.sync_group: Callable[[SyncGroupRequest], Deferred[SyncGroupResult]] = partial(sync.sync_group, shard)
         # Heartbeat's hot path (the listener calls it per request): one partial call, no Result (it writes nothing).
@@ -89,18 +92,19 @@ class GroupManager:
     def all_groups(self) -> Iterable[ClassicGroup]:
         return self.shard.groups.values()
 
+    @property
+    def groups_by_id(self) -> Mapping[str, ClassicGroup]:
+        return self.shard.groups
+
     def get_or_create_simple_group(self, group_id: str) -> ClassicGroup:
         return lifecycle.get_or_create_simple_group(self.shard, group_id)
 
-    def rearm_session(self, group: ClassicGroup, member: Member) -> None:
-        """A member's OffsetCommit (Stable/PreparingRebalance) keeps its session alive."""
-        rebalance.schedule_session(self.shard, member)
-
-    def remove_group(self, group_id: str) -> GroupMetadataRecord | None:
-        return lifecycle.remove_group(self.shard, group_id)
-
-    def finish_removal(self, state: GroupMetadataRecord, *, written: bool) -> None:
-        lifecycle.finish_removal(self.shard, state, written=written)
+    def remove_group(self, group_id: str) -> FinishRemoval | None:
+        """Remove the group at once (``lifecycle.remove_group``); the answer restores it if the tombstone fails."""
+        state = lifecycle.remove_group(self.shard, group_id)
+        if state is None:
+            return None
+        return lambda written: lifecycle.finish_removal(self.shard, state, written=written)
 
     def drop_group(self, group_id: str) -> None:
         lifecycle.drop_group(self.shard, group_id)

@@ -129,6 +129,7 @@ def _group_from(shard: ClassicGroups, record: GroupMetadataRecord) -> ClassicGro
         protocol_name=record.protocol,
         leader_id=record.leader,
     )
+    group.keep_alive = shard.keep_alive
     for m in record.members:
         member = _member_from(record, m)
         group.add(member)

@@ -19,22 +19,24 @@ Rules of this module:
 * A commit never touches the group's other offsets: O(partitions in the request), never O(group offsets).
 * Simple (offsets-only) groups are created when their first commit is replayed, through
   ``GroupDirectory.get_or_create_simple_group``; that is also how a load rebuilds them.
+* **Groups of every type** are found in the ``coordinator.group_type.GroupDirectory`` and validate the requests
+  themselves (``Group.validate_offset_commit``, ``validate_offset_fetch``, ``validate_offset_delete``,
+  ``is_subscribed_to``): this module knows no group type. What it decides itself: a commit to no group (C1, C2).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Protocol
 
 from protocol.errors import ErrorCode
 
 from .clock import Clock, Timer
 from .config import GroupConfig
 from .deferred import Deferred, resolved
-from .group import ClassicGroup, GroupState, Member, MemberValidationError
+from .group_type import GroupDirectory
 from .messages import (
     FetchedOffset,
     OffsetCommitRequest,
@@ -47,11 +49,9 @@ from .messages import (
 )
 from .record_log import RecordLog
 from .records import (
-    GroupMetadataRecord,
     OffsetCommitRecord,
     OffsetRemovalCause,
     OffsetTombstone,
-    Record,
     new_offset_commit_record,
     new_offset_tombstone,
 )
@@ -72,24 +72,6 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None  # explicit expiry (OffsetCommit v2-4 retention_time_ms); None = retention rule
-
-
-class GroupDirectory(Protocol):
-    """What the offsets and admin code need from the group state machine (``GroupManager`` provides it)."""
-
-    def group(self, group_id: str) -> ClassicGroup | None: ...
-
-    def all_groups(self) -> Iterable[ClassicGroup]: ...
-
-    def get_or_create_simple_group(self, group_id: str) -> ClassicGroup: ...
-
-    def rearm_session(self, group: ClassicGroup, member: Member) -> None: ...
-
-    def remove_group(self, group_id: str) -> GroupMetadataRecord | None: ...
-
-    def finish_removal(self, state: GroupMetadataRecord, *, written: bool) -> None: ...
-
-    def replay(self, record: Record) -> None: ...
 
 
 def utf16_length(s: str) -> int:
@@ -117,7 +99,14 @@ class OffsetManager:
     # ------------------------------------------------------------------------------------------------ OffsetCommit
     def commit_offsets(self, req: OffsetCommitRequest) -> Deferred[OffsetCommitResult]:
         group = self._groups.group(req.group_id)
-        error = self._validate_commit(req, group)
+        if group is not None:
+            error = group.validate_offset_commit(
+                req.member_id, req.generation_id, req.group_instance_id, req.api_version
+            )
+        elif req.generation_id < 0:
+            error = ErrorCode.none  # C1: a simple group appears when the first commit is replayed
+        else:
+            error = ErrorCode.group_id_not_found if req.api_version >= 9 else ErrorCode.illegal_generation  # C2
         if error is not ErrorCode.none:
             return resolved(OffsetCommitResult([PartitionError(p.topic, p.partition, error) for p in req.partitions]))
 
@@ -192,32 +181,6 @@ class OffsetManager:
             keys.append((p.topic, p.partition))
         return results, records, keys
 
-    def _validate_commit(self, req: OffsetCommitRequest, group: ClassicGroup | None) -> ErrorCode:
-        """Kafka's validateOffsetCommit (C1-C7). Re-arms the member's session on an accepted member commit."""
-        if group is None:
-            if req.generation_id < 0:
-                return ErrorCode.none  # C1: a simple group appears when the first commit is replayed
-            return ErrorCode.group_id_not_found if req.api_version >= 9 else ErrorCode.illegal_generation  # C2
-        if group.state is GroupState.DEAD:
-            return ErrorCode.coordinator_not_available  # C3
-        if req.generation_id < 0 and group.state is GroupState.EMPTY:
-            return ErrorCode.none  # C4: admin / manual assignment; member and instance ids ignored
-        if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
-            try:
-                member = group.validate_member(req.member_id, req.group_instance_id)  # C5
-            except MemberValidationError as e:
-                return e.error
-            if req.generation_id != group.generation_id:
-                return ErrorCode.illegal_generation
-        else:
-            return ErrorCode.unknown_member_id  # C6: no member id in a group that has members
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            return ErrorCode.rebalance_in_progress  # C7
-        if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-            # In the classic protocol an offset commit proves the member is alive.
-            self._groups.rearm_session(group, member)
-        return ErrorCode.none
-
     def _release_inflight(self, group_id: str, inflight: dict[TopicPartition, int], keys: list[TopicPartition]) -> bool:
         """Count the commit's partitions down in the counters it was accepted under. Returns False if a group
         deletion detached those counters in the meantime (``detach_inflight``)."""
@@ -241,7 +204,13 @@ class OffsetManager:
     def fetch_offsets(self, req: OffsetFetchRequest) -> OffsetFetchResult:
         """One group (the adapter loops over OffsetFetch v8+ groups). An absent or Dead group is not an error."""
         group = self._groups.group(req.group_id)
-        stored = self._offsets.get(req.group_id) if group is not None and group.state is not GroupState.DEAD else None
+        stored = None
+        if group is not None:
+            error = group.validate_offset_fetch()
+            if error is ErrorCode.none:
+                stored = self._offsets.get(req.group_id)
+            elif error is not ErrorCode.group_id_not_found:  # not found: answered like an absent group
+                return OffsetFetchResult(req.group_id, error, [])
         inflight = self._inflight.get(req.group_id) if req.require_stable and stored is not None else None
         if req.topics is None:
             return OffsetFetchResult(req.group_id, ErrorCode.none, AllOffsets(stored, inflight))
@@ -261,11 +230,11 @@ class OffsetManager:
     # ------------------------------------------------------------------------------------------------ OffsetDelete
     def delete_offsets(self, req: OffsetDeleteRequest) -> Deferred[OffsetDeleteResult]:
         group = self._groups.group(req.group_id)
-        if group is None or group.state is GroupState.DEAD:
+        if group is None:
             return resolved(OffsetDeleteResult(ErrorCode.group_id_not_found))
-        empty = group.state is GroupState.EMPTY
-        if not empty and not group.uses_consumer_protocol():
-            return resolved(OffsetDeleteResult(ErrorCode.non_empty_group))
+        error = group.validate_offset_delete()
+        if error is not ErrorCode.none:
+            return resolved(OffsetDeleteResult(error))
 
         now = self._clock.now_ms()
         stored = self._offsets.get(req.group_id, {})
@@ -274,8 +243,7 @@ class OffsetManager:
         records: list[OffsetTombstone] = []
         seen: set[TopicPartition] = set()
         for topic, partition in req.partitions:
-            # Nothing is "subscribed" in an Empty group (its subscription set is empty).
-            if not empty and group.is_subscribed_to_topic(topic):
+            if group.is_subscribed_to(topic):
                 results.append(PartitionError(topic, partition, ErrorCode.group_subscribed_to_topic))
                 continue
             results.append(PartitionError(topic, partition, ErrorCode.none))

@@ -2,13 +2,15 @@
 
 Every ``offsets.retention.check.interval.ms`` (timer key ``cleanup``) one pass looks at every group:
 
-1. Its expiration condition (§9.3): a simple group (no protocol type) expires offsets by commit time; an Empty group
-   with a protocol type by the time it became Empty (commit time if that is unknown); a Stable consumer group whose
-   subscriptions are known expires only offsets of topics it is not subscribed to, by commit time; any other group
-   expires nothing. An offset with an explicit expire timestamp (OffsetCommit v2-4 retention) expires at that time.
+1. Its expiration condition (§9.3), which the group's type gives (``Group.offset_expiration_base``; the classic one:
+   a simple group (no protocol type) expires offsets by commit time; an Empty group with a protocol type by the time
+   it became Empty (commit time if that is unknown); a Stable consumer group whose subscriptions are known expires
+   only offsets of topics it is not subscribed to (``Group.is_subscribed_to``), by commit time; any other group
+   expires nothing). An offset with an explicit expire timestamp (OffsetCommit v2-4 retention) expires at that time.
 2. Expired offsets get an ``OffsetTombstone`` (cause EXPIRED). Offsets with a commit in flight are kept.
-3. If every offset of the group went (or it had none) and the group is Empty, a ``GroupTombstone`` (cause EXPIRED)
-   follows: an Empty group with no offsets disappears at the next pass whatever the retention.
+3. If every offset of the group went (or it had none) and the group is Empty (``Group.is_empty``), a
+   ``GroupTombstone`` (cause EXPIRED) follows: an Empty group with no offsets disappears at the next pass whatever
+   the retention.
 
 A full scan per interval is what Kafka does; commits never scan. All records of a pass go in one append through
 ``coordinator.deletion``: expired groups go from memory at once (a JoinGroup that comes later creates a new
@@ -18,15 +20,16 @@ group), offsets once the tombstones are durable; a failed write restores the gro
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from functools import partial
 
 from protocol.errors import ErrorCode
 
-from .classic_groups import ClassicGroups
+from .clock import Clock, Timer
+from .config import GroupConfig
 from .deletion import deletion
-from .group import ClassicGroup, GroupState
-from .offsets import GroupDirectory, OffsetAndMetadata, OffsetManager
+from .group_type import BaseTimestamp, GroupDirectory
+from .offsets import OffsetAndMetadata, OffsetManager
+from .record_log import RecordLog
 from .records import GroupRemovalCause, OffsetRemovalCause, Record, new_group_tombstone, new_offset_tombstone
 from .writes import write
 
@@ -34,27 +37,6 @@ log = logging.getLogger(__name__)
 
 CLEANUP_TIMER_KEY = "cleanup"
 EXPIRED = OffsetRemovalCause.EXPIRED
-
-BaseTimestamp = Callable[[OffsetAndMetadata], int]
-
-
-def _commit_time(o: OffsetAndMetadata) -> int:
-    return o.commit_timestamp_ms
-
-
-def expiration_base(group: ClassicGroup) -> BaseTimestamp | None:
-    """Kafka's ClassicGroup.offsetExpirationCondition: the base timestamp of the retention rule, or None if the
-    group's offsets do not expire in its current state."""
-    if group.protocol_type is None:
-        return _commit_time if group.state is not GroupState.DEAD else None
-    if group.state is GroupState.EMPTY:
-        became_empty = group.state_timestamp_ms
-        if became_empty >= 0:
-            return lambda _o: became_empty
-        return _commit_time
-    if group.state is GroupState.STABLE and group.uses_consumer_protocol() and group.subscribed_topics is not None:
-        return _commit_time
-    return None
 
 
 def is_offset_expired(o: OffsetAndMetadata, base: BaseTimestamp, now_ms: int, retention_ms: int) -> bool:
@@ -64,12 +46,20 @@ def is_offset_expired(o: OffsetAndMetadata, base: BaseTimestamp, now_ms: int, re
 
 
 class RetentionCleaner:
-    def __init__(self, shard: ClassicGroups, groups: GroupDirectory, offsets: OffsetManager) -> None:
-        """``shard`` gives the configuration, clock, timer and log; ``groups`` the groups (the group-type seam)."""
-        self._config = shard.config
-        self._clock = shard.clock
-        self._timer = shard.timer
-        self._log = shard.log
+    def __init__(
+        self,
+        config: GroupConfig,
+        clock: Clock,
+        timer: Timer,
+        log: RecordLog,
+        groups: GroupDirectory,
+        offsets: OffsetManager,
+    ) -> None:
+        """``groups`` are the groups of every type (the group-type seam)."""
+        self._config = config
+        self._clock = clock
+        self._timer = timer
+        self._log = log
         self._groups = groups
         self._offsets = offsets
 
@@ -90,27 +80,22 @@ class RetentionCleaner:
         retention = self._config.offsets_retention_ms
         records: list[Record] = []
         for group in list(self._groups.all_groups()):
-            if group.state is GroupState.DEAD:
-                continue
             group_id = group.group_id
             committed = self._offsets.committed(group_id)
             pending = self._offsets.pending(group_id)
             all_expired = True
             if committed:
-                base = expiration_base(group)
-                if base is None:
+                base = group.offset_expiration_base()
+                if base is None:  # a Dead group's offsets never expire either
                     continue
-                # Nothing is subscribed in an Empty group (its subscription set is empty).
-                check_subscription = group.state is not GroupState.EMPTY
                 subscribed: dict[str, bool] = {}
                 for (topic, partition), o in committed.items():
-                    if check_subscription:
-                        is_subscribed = subscribed.get(topic)
-                        if is_subscribed is None:
-                            is_subscribed = subscribed[topic] = group.is_subscribed_to_topic(topic)
-                        if is_subscribed:
-                            all_expired = False
-                            continue
+                    is_subscribed = subscribed.get(topic)
+                    if is_subscribed is None:
+                        is_subscribed = subscribed[topic] = group.is_subscribed_to(topic)
+                    if is_subscribed:
+                        all_expired = False
+                        continue
                     if (topic, partition) not in pending and is_offset_expired(o, base, now, retention):
                         records.append(
                             new_offset_tombstone(
@@ -119,7 +104,7 @@ class RetentionCleaner:
                         )
                     else:
                         all_expired = False
-            if all_expired and not pending and group.state is GroupState.EMPTY:
+            if all_expired and not pending and group.is_empty():
                 records.append(new_group_tombstone(group_id, cause=GroupRemovalCause.EXPIRED, now_ms=now))
         if records:
             write(self._log, deletion(self._groups, self._offsets, records, partial(self._on_written, records)))

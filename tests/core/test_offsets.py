@@ -1,19 +1,22 @@
 """OffsetManager: OffsetCommit validation (C1-C7), durability, metadata limit, timestamps, OffsetFetch, OffsetDelete.
 
-The groups here are ClassicGroup objects built directly (plain data) inside a small group directory with behaviour;
-``test_coordinator.py`` drives the same paths through the real GroupManager.
+The groups here are ClassicGroup objects built directly (plain data) inside a small group type with behaviour,
+registered in the real ``GroupDirectory``; ``test_coordinator.py`` drives the same paths through the real
+GroupManager.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from functools import partial
 
 import pytest
 
 from coordinator.clock import ManualClock, ManualTimer
 from coordinator.config import GroupConfig
 from coordinator.group import ClassicGroup, GroupState, Member
+from coordinator.group_type import GroupDirectory
 from coordinator.messages import (
     FetchedOffset,
     OffsetCommitPartition,
@@ -52,7 +55,7 @@ def subscription(*topics: str) -> bytes:
 
 
 class Groups:
-    """A group directory with behaviour (a dict of ClassicGroup), standing in for GroupManager in unit tests."""
+    """A classic group type with behaviour (a dict of ClassicGroup), standing in for GroupManager in unit tests."""
 
     def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
@@ -64,6 +67,13 @@ class Groups:
 
     def all_groups(self) -> Iterable[ClassicGroup]:
         return self.groups.values()
+
+    @property
+    def groups_by_id(self) -> Mapping[str, ClassicGroup]:
+        return self.groups
+
+    def remove_group(self, group_id: str) -> None:
+        raise NotImplementedError("the offsets tests delete no group")
 
     def get_or_create_simple_group(self, group_id: str) -> ClassicGroup:
         group = self.groups.get(group_id)
@@ -117,6 +127,7 @@ def add_group(
         GroupState.STABLE: [GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE],
         GroupState.DEAD: [GroupState.DEAD],
     }[state]
+    group.keep_alive = partial(groups.rearm_session, group)  # the shard's session timers, recorded
     for target in path:
         group.transition_to(target, now_ms)
     group.generation_id = generation
@@ -134,7 +145,8 @@ class Env:
         self.log = MemoryLog(auto_commit=auto_commit)
         self.groups = Groups(self.clock)
         self.config = config or GroupConfig()
-        self.offsets = OffsetManager(self.config, self.clock, self.timer, self.log, self.groups)
+        self.directory = GroupDirectory(self.groups.get_or_create_simple_group, self.groups)
+        self.offsets = OffsetManager(self.config, self.clock, self.timer, self.log, self.directory)
 
     def commit(
         self,

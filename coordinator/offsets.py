@@ -21,7 +21,9 @@ Rules of this module:
   ``GroupDirectory.get_or_create_simple_group``; that is also how a load rebuilds them.
 * **Groups of every type** are found in the ``coordinator.group_type.GroupDirectory`` and validate the requests
   themselves (``Group.validate_offset_commit``, ``validate_offset_fetch``, ``validate_offset_delete``,
-  ``is_subscribed_to``): this module knows no group type. What it decides itself: a commit to no group (C1, C2).
+  ``is_subscribed_to``): this module knows no group type. What it decides itself: a commit to no group (C1, C2),
+  and that an accepted commit with a generation (or member epoch) below 0 is an admin commit, recorded with no
+  member (the ids of an admin commit are not validated).
 """
 
 from __future__ import annotations
@@ -155,6 +157,9 @@ class OffsetManager:
         now = self._clock.now_ms()
         expire_ms = now + req.retention_time_ms if 2 <= req.api_version <= 4 and req.retention_time_ms != -1 else None
         max_len = self._config.offset_metadata_max_bytes
+        # An accepted commit below generation 0 is an admin commit (C1, C4): its member id was not validated, so it
+        # does not name the committer ("" in the record, which the history reads as an operator's commit).
+        member_id = req.member_id if req.generation_id >= 0 else ""
         results: list[PartitionError] = []
         records: list[OffsetCommitRecord] = []
         keys: list[TopicPartition] = []
@@ -174,7 +179,7 @@ class OffsetManager:
                     metadata=p.metadata,
                     commit_timestamp_ms=commit_ms,
                     expire_timestamp_ms=expire_ms,
-                    member_id=req.member_id,
+                    member_id=member_id,
                     generation_id=req.generation_id,
                 )
             )

@@ -235,11 +235,6 @@ def test_admin_commit_to_empty_group_is_accepted_and_ignores_member_and_instance
     ]  # the exact record: test_admin_commit_record_names_no_member
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an admin commit (generation -1, member id ignored by validation) writes the request's member id into "
-    "OffsetCommitRecord.member_id, which records.py documents as '' for admin/simple commits",
-)
 def test_admin_commit_record_names_no_member(env: Env) -> None:
     add_group(env.groups, "g", GroupState.EMPTY)
     assert errors(env.commit("g", ("t", 0, 5), member_id="whoever", instance_id="inst")) == [ErrorCode.none]

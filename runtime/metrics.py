@@ -401,7 +401,9 @@ class Metrics:
 
     # ------------------------------------------------------------------------------------------------ scraping
     def watch_groups(self, source: Callable[[], Iterable[Any]]) -> None:
-        """Report groups by state and member counts from ``source()`` (e.g. ``coordinator.groups.all_groups``)."""
+        """Report groups by state and member counts from ``source()`` (e.g. ``coordinator.groups.all_groups``: the
+        classic groups, whose ``state`` and ``members`` are read; a second group type adds its groups with the same
+        two attributes, or its own source)."""
         if self._groups_collector is not None:
             self.registry.unregister(self._groups_collector)
         self._groups_collector = _GroupsCollector(source, self.per_group_labels)

@@ -29,6 +29,12 @@ T = TypeVar("T")
 
 
 class GroupsView(Protocol):
+    """The classic groups (``GroupManager``): the operator API shows classic details (members with their client,
+    host, assignment and session; generations; static instance ids). A second group type (the KIP-848 consumer
+    group) would add a view of its own groups here (members with epochs and target assignments) and its entries in
+    the group list; group-type-neutral answers come from ``coordinator.group_type.GroupDirectory``
+    (``GroupCoordinator.directory``)."""
+
     def group(self, group_id: str) -> ClassicGroup | None: ...
 
     def all_groups(self) -> Iterable[ClassicGroup]: ...

@@ -57,14 +57,12 @@ def contain(
     shard.faults += 1
     group_id = group if isinstance(group, str) else group.group_id
     log.warning(
-        "[group=%s] %s failed (%s: %s); removing member %s and restarting the rebalance",
-        group_id,
+        "%s failed (%s: %s); removing the member and restarting the rebalance",
         what,
         type(exc).__name__,
         exc,
-        member_id,
         exc_info=exc,
-        extra={"throttle": ("group-fault", group_id)},
+        extra={"group": group_id, "member": member_id, "throttle": ("group-fault", group_id)},
     )
     if out is not None:
         _write_quietly(shard, out)
@@ -76,11 +74,10 @@ def contain(
         repair(shard, live, member_id, repaired)
     except Exception as again:
         log.warning(
-            "[group=%s] recovery failed (%s: %s); resetting the group to Empty",
-            group_id,
+            "recovery failed (%s: %s); resetting the group to Empty",
             type(again).__name__,
             again,
-            extra={"throttle": ("group-fault", group_id)},
+            extra={"group": group_id, "throttle": ("group-fault", group_id)},
         )
         repaired = Result()
         reset_to_empty(shard, live, repaired)
@@ -153,7 +150,7 @@ def reset_to_empty(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
             if sync_reply is not None:
                 sync_reply.resolve(SyncGroupResult(error=ErrorCode.unknown_member_id))
         except Exception:
-            log.warning("[group=%s] a parked reply raised when answered", group.group_id, exc_info=True)
+            log.warning("a parked reply raised when answered", exc_info=True, extra={"group": group.group_id})
         out.records.append(member_removed(group, member, RemovalCause.INTERNAL_ERROR, None, now))
     group.members.clear()
     group.static_members.clear()

@@ -66,14 +66,16 @@ def log_join_refused(req: JoinGroupRequest, error: ErrorCode, detail: str) -> No
     """A JoinGroup turned away for the client's configuration: logged once per group and cause (throttled), so
     the refusal leaves a trace besides kgc_join_refused_total."""
     log.warning(
-        "[group=%s] JoinGroup refused: %s: %s; member %s client_id %s client_host %s",
-        req.group_id,
+        "JoinGroup refused: %s: %s",
         error.name.upper(),
         detail,
-        req.member_id or "(new)",
-        req.client_id or "(none)",
-        req.client_host or "(unknown)",
-        extra={"throttle": ("join-refused", req.group_id, error)},
+        extra={
+            "group": req.group_id,
+            "member": req.member_id or None,
+            "client_id": req.client_id,
+            "client_host": req.client_host or None,
+            "throttle": ("join-refused", req.group_id, error),
+        },
     )
 
 
@@ -141,7 +143,9 @@ def _evict(shard: ClassicGroups, group: ClassicGroup, member_id: str, out: JoinO
     member = group.members.get(member_id)
     if member is not None:
         log.info(
-            "[group=%s] member %s evicted: group.max.size %d reached", group.group_id, member_id, shard.config.max_size
+            "member evicted: group.max.size %d reached",
+            shard.config.max_size,
+            extra={"group": group.group_id, "member": member_id},
         )
         rebalance.remove_member(shard, group, member, RemovalCause.GROUP_MAX_SIZE, out)
     elif member_id in group.pending_join_members:
@@ -205,7 +209,10 @@ def add_member(shard: ClassicGroups, group: ClassicGroup, member: Member, out: J
     # A new member cannot heartbeat while its JoinGroup is parked: it gets the new-member join timeout.
     rebalance.schedule_session(shard, member, shard.config.new_member_join_timeout_ms)
     out.records.append(member_joined(group, member, now))
-    log.info("[group=%s] member %s joined (instance %s)", group.group_id, member.member_id, member.group_instance_id)
+    log.info(
+        "member joined",
+        extra={"group": group.group_id, "member": member.member_id, "instance": member.group_instance_id},
+    )
     rebalance.maybe_prepare_rebalance_or_complete_join(shard, group, RebalanceCause.NEW_MEMBER, out, member, reason)
 
 

@@ -89,7 +89,7 @@ def _leave_member(
         return _NONE, trigger
     if item.member_id in group.pending_join_members:  # L5
         rebalance.remove_pending_member(shard, group, item.member_id)
-        log.info("[group=%s] pending member %s left", group.group_id, item.member_id)
+        log.info("pending member left", extra={"group": group.group_id, "member": item.member_id})
         if trigger is None:
             trigger = _Trigger(RebalanceCause.PENDING_MEMBER_LEFT, item.member_id, None, item.reason)
         return _NONE, trigger

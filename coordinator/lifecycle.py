@@ -64,7 +64,7 @@ def finish_removal(shard: ClassicGroups, state: GroupMetadataRecord, *, written:
         del shard.removing[state.group_id]
     if not written and not later and state.group_id not in shard.groups:
         replay(shard, state)
-        log.info("[group=%s] restored: its tombstone could not be written", state.group_id)
+        log.info("restored: its tombstone could not be written", extra={"group": state.group_id})
 
 
 def drop_group(shard: ClassicGroups, group_id: str) -> None:
@@ -77,7 +77,7 @@ def drop_group(shard: ClassicGroups, group_id: str) -> None:
         group.complete_join_reply(member, JoinGroupResult(error=ErrorCode.coordinator_not_available))
         group.complete_sync_reply(member, SyncGroupResult(error=ErrorCode.coordinator_not_available))
     group.apply(GroupEvent.DROPPED, shard.clock.now_ms())  # anyone still holding it sees Dead
-    log.info("[group=%s] dropped", group_id)
+    log.info("group dropped", extra={"group": group_id})
 
 
 def cancel_group_timers(shard: ClassicGroups, group: ClassicGroup) -> None:
@@ -162,10 +162,10 @@ def on_loaded(shard: ClassicGroups) -> None:
             rebalance.schedule_session(shard, member)
         if len(group.members) > shard.config.max_size and group.accepts(GroupEvent.GROUP_TOO_LARGE):
             log.info(
-                "[group=%s] loaded with %d members, over group.max.size %d: rebalancing",
-                group.group_id,
+                "loaded with %d members, over group.max.size %d: rebalancing",
                 len(group.members),
                 shard.config.max_size,
+                extra={"group": group.group_id},
             )
             rebalance.prepare_rebalance(shard, group, RebalanceCause.GROUP_TOO_LARGE, out)
     write(shard.log, out)

@@ -139,10 +139,9 @@ class OffsetManager:
                 reply.resolve(OffsetCommitResult(results))
             else:
                 log.warning(
-                    "[group=%s] offset commit write failed: %s",
-                    req.group_id,
+                    "offset commit write failed: %s",
                     err.name,
-                    extra={"throttle": ("write-failed", "offset commit")},
+                    extra={"group": req.group_id, "throttle": ("write-failed", "offset commit")},
                 )
                 reply.resolve(OffsetCommitResult(_failed(results, err)))
 
@@ -272,10 +271,9 @@ class OffsetManager:
                 reply.resolve(OffsetDeleteResult(ErrorCode.none, results))
             else:
                 log.warning(
-                    "[group=%s] offset delete write failed: %s",
-                    req.group_id,
+                    "offset delete write failed: %s",
                     err.name,
-                    extra={"throttle": ("write-failed", "offset delete")},
+                    extra={"group": req.group_id, "throttle": ("write-failed", "offset delete")},
                 )
                 reply.resolve(OffsetDeleteResult(err))
 

@@ -78,7 +78,7 @@ def _expire_member(shard: ClassicGroups, group: ClassicGroup, member_id: str, ou
         return
     if member_id in group.pending_join_members:
         group.pending_join_members.discard(member_id)
-        log.info("[group=%s] pending member %s expired before rejoining", group.group_id, member_id)
+        log.info("pending member expired before rejoining", extra={"group": group.group_id, "member": member_id})
         # NEW coordinator: may complete the join phase even during the initial delay.
         if group.state is PREPARING_REBALANCE and group.has_all_members_joined():
             complete_join(shard, group, out)
@@ -92,7 +92,11 @@ def _expire_member(shard: ClassicGroups, group: ClassicGroup, member_id: str, ou
         return
     if member.has_satisfied_heartbeat():
         return
-    log.info("[group=%s] member %s session expired (generation %d)", group.group_id, member_id, group.generation_id)
+    log.info(
+        "member session expired (generation %d)",
+        group.generation_id,
+        extra={"group": group.group_id, "member": member_id},
+    )
     remove_member(shard, group, member, RemovalCause.SESSION_TIMEOUT, out)
     if group.accepts(GroupEvent.SESSION_TIMEOUT):
         prepare_rebalance(shard, group, RebalanceCause.SESSION_TIMEOUT, out, member)
@@ -118,7 +122,7 @@ def remove_member(
     group.complete_sync_reply(member, SyncGroupResult(error=ErrorCode.unknown_member_id))
     group.remove(member.member_id)
     out.records.append(member_removed(group, member, cause, reason, shard.clock.now_ms()))
-    log.info("[group=%s] member %s removed: %s", group.group_id, member.member_id, cause.value)
+    log.info("member removed: %s", cause.value, extra={"group": group.group_id, "member": member.member_id})
 
 
 def remove_pending_member(shard: ClassicGroups, group: ClassicGroup, member_id: str) -> None:
@@ -190,13 +194,11 @@ def prepare_rebalance(
     )
     group.rebalance_started_ms = now
     log.info(
-        "[group=%s] preparing rebalance from %s because %s (member %s, reason %s, generation %d)",
-        group.group_id,
+        "preparing rebalance from %s because %s (generation %d)",
         group.state.value,
         cause.value,
-        member_id,
-        reason,
         group.generation_id,
+        extra={"group": group.group_id, "member": member_id, "reason": reason},
     )
     if initial:
         _schedule_initial_delay(shard, group)
@@ -280,9 +282,8 @@ def complete_join(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
         # shortest session: a member's rebalance timeout of 0 (or less) would re-arm this timer with no delay,
         # a busy loop until the absentees' sessions end.
         log.warning(
-            "[group=%s] no member rejoined; extending the join phase",
-            group.group_id,
-            extra={"throttle": ("no-rejoin", group.group_id)},
+            "no member rejoined; extending the join phase",
+            extra={"group": group.group_id, "throttle": ("no-rejoin", group.group_id)},
         )
         schedule_join_timer(shard, group, floor_ms=shard.config.min_session_timeout_ms)
         return
@@ -306,9 +307,9 @@ def complete_join(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
     )
     if group.state is EMPTY:
         log.info(
-            "[group=%s] join phase completed with no members: Empty (generation %d)",
-            group.group_id,
+            "join phase completed with no members: Empty (generation %d)",
             group.generation_id,
+            extra={"group": group.group_id},
         )
         out.records.append(group_metadata_record(group, now))
         out.on_durable.append(partial(warn_on_failure, group.group_id, "empty group metadata"))
@@ -319,12 +320,12 @@ def complete_join(shard: ClassicGroups, group: ClassicGroup, out: Out) -> None:
 def _start_sync_phase(shard: ClassicGroups, group: ClassicGroup) -> None:
     """Answer every parked JoinGroup with the new generation (the leader gets the members) and wait for SyncGroup."""
     log.info(
-        "[group=%s] join phase completed: generation %d, protocol %s, leader %s, %d members",
-        group.group_id,
+        "join phase completed: generation %d, protocol %s, leader %s, %d members",
         group.generation_id,
-        group.protocol_name,
-        group.leader_id,
+        group.protocol_name or "-",
+        group.leader_id or "-",
         len(group.members),
+        extra={"group": group.group_id},
     )
     leader_members = group.current_members()
     for member in group.members.values():
@@ -403,9 +404,8 @@ def warn_on_failure(group_id: str, what: str, error: ErrorCode | None) -> None:
     """A durability callback for writes nobody waits for: a failure is only logged."""
     if error is not None:
         log.warning(
-            "[group=%s] failed to write %s: %s",
-            group_id,
+            "failed to write %s: %s",
             what,
             error.name,
-            extra={"throttle": ("write-failed", what)},
+            extra={"group": group_id, "throttle": ("write-failed", what)},
         )

@@ -75,12 +75,10 @@ def replace_static_member(
     group.update_member(new_member, list(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, reply)
     out.records.append(member_joined(group, new_member, now))
     log.info(
-        "[group=%s] static member %s replaced %s (instance %s) in %s",
-        group.group_id,
-        new_member_id,
+        "static member replaced %s in %s",
         old_member_id,
-        instance_id,
         group.state.value,
+        extra={"group": group.group_id, "member": new_member_id, "instance": instance_id},
     )
     state = group.state
     if state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
@@ -126,12 +124,14 @@ def _revert(r: _Replacement, error: ErrorCode, live: bool) -> None:
     group, new_member = r.group, r.new_member
     new_member_id = new_member.member_id
     log.warning(
-        "[group=%s] failed to persist static member %s (instance %s): %s; reverting",
-        group.group_id,
-        new_member_id,
-        r.instance_id,
+        "failed to persist the static member: %s; reverting",
         error.name,
-        extra={"throttle": ("write-failed", "static member")},
+        extra={
+            "group": group.group_id,
+            "member": new_member_id,
+            "instance": r.instance_id,
+            "throttle": ("write-failed", "static member"),
+        },
     )
     if live and group.static_members.get(r.instance_id) == new_member_id:
         protocols, rebalance_timeout_ms, session_timeout_ms = r.saved

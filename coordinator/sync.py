@@ -95,13 +95,12 @@ def _write_assignment(
     given = dict(req.assignments)
     unknown = [mid for mid in given if mid not in group.members]
     if unknown:
-        log.debug("[group=%s] leader assigned unknown members %s (ignored)", group.group_id, unknown)
+        log.debug("leader assigned unknown members %s (ignored)", unknown, extra={"group": group.group_id})
     assignments = {mid: given.get(mid, b"") for mid in group.members}
     log.info(
-        "[group=%s] leader %s sent the assignment for generation %d",
-        group.group_id,
-        leader.member_id,
+        "leader sent the assignment for generation %d",
         group.generation_id,
+        extra={"group": group.group_id, "member": leader.member_id},
     )
     out.records.append(group_metadata_record(group, now, assignments))
     token = group.assignment_write = object()
@@ -141,14 +140,13 @@ def _assignment_written(w: _AssignmentWrite, error: ErrorCode | None, out: Out) 
         now = shard.clock.now_ms()
         group.apply(GroupEvent.ASSIGNMENT_DURABLE, now)
         out.records.append(stabilized(group, now))
-        log.info("[group=%s] stable at generation %d", group.group_id, group.generation_id)
+        log.info("stable at generation %d", group.generation_id, extra={"group": group.group_id})
     else:
         log.warning(
-            "[group=%s] failed to persist the assignment of generation %d: %s",
-            group.group_id,
+            "failed to persist the assignment of generation %d: %s",
             w.generation_id,
             error.name,
-            extra={"throttle": ("write-failed", "assignment")},
+            extra={"group": group.group_id, "throttle": ("write-failed", "assignment")},
         )
         rebalance.reset_and_propagate_assignment_error(shard, group, error)
         rebalance.maybe_prepare_rebalance_or_complete_join(

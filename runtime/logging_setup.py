@@ -1,7 +1,11 @@
 """Structured logs: logfmt (default) or JSON lines on stderr.
 
-The core logs ``[group=<id>] <what happened>`` on logger ``coordinator.group``; the group id is lifted into its own
-``group`` key so ``grep group=orders`` (or a JSON query) shows one group's story.
+Every line is ``ts level logger [group] msg [fields...]``. A log call names the group it is about with
+``extra={"group": group_id}``; it is written as its own ``group`` key (never inside the message), so
+``grep group=orders`` (or a JSON query) shows one group's story. The other keys of ``FIELDS`` (``member``,
+``client_id``, ``client_host``, ``principal``, ...) are written after the message the same way when a call passes them.
+A key whose value is None is left out: no line says ``None``. (A message that still starts with ``[group=<id>] ``
+has the id lifted into the ``group`` key as well.)
 
 Warnings a client can cause (a malformed frame, a limit hit, a commit refused during a storage outage) are
 rate-limited: a log call with ``extra={"throttle": KEY}`` (KEY names the cause and the peer, e.g.
@@ -27,6 +31,32 @@ from typing import Any
 _GROUP_PREFIX = re.compile(r"^\[group=(?P<group>[^\]]*)\]\s*")
 _BARE = re.compile(r"^[^\s=\"]+$")
 
+# ``extra`` keys written as fields of their own after the message, in this order (``group`` comes before it).
+FIELDS = (
+    "member",
+    "instance",
+    "generation",
+    "reason",
+    "api",
+    "code",
+    "client_id",
+    "client_host",
+    "principal",
+)
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The ``group`` and ``FIELDS`` values a record carries (None ones left out)."""
+    out: dict[str, Any] = {}
+    group = getattr(record, "group", None)
+    if group is not None:
+        out["group"] = group
+    for key in FIELDS:
+        value = getattr(record, key, None)
+        if value is not None:
+            out[key] = value
+    return out
+
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
     message = record.getMessage()
@@ -35,11 +65,16 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
         "level": record.levelname.lower(),
         "logger": record.name,
     }
+    extra = record_fields(record)
+    group = extra.pop("group", None)
     match = _GROUP_PREFIX.match(message)
     if match:
-        out["group"] = match.group("group")
+        group = match.group("group") if group is None else group
         message = message[match.end() :]
+    if group is not None:
+        out["group"] = group
     out["msg"] = message
+    out.update(extra)
     if record.exc_info:
         out["error"] = logging.Formatter().formatException(record.exc_info)
     return out
@@ -63,12 +98,13 @@ class JsonFormatter(logging.Formatter):
 
 
 class _Window:
-    __slots__ = ("level", "logger", "message", "started", "suppressed")
+    __slots__ = ("fields", "level", "logger", "message", "started", "suppressed")
 
     def __init__(self, record: logging.LogRecord, now: float) -> None:
         self.logger = record.name
         self.level = record.levelno
         self.message = record.getMessage()
+        self.fields = record_fields(record)  # the summary line carries the first record's group, client, ...
         self.started = now
         self.suppressed = 0
 
@@ -152,7 +188,7 @@ def _write_summary(window: _Window, now: float) -> None:
         window.message,
         f"{window.suppressed:,}",
         elapsed,
-        extra={"throttle": None, "throttle_summary": True},
+        extra={**window.fields, "throttle": None, "throttle_summary": True},
     )
 
 

@@ -100,7 +100,9 @@ def _group_metadata(batch: BatchRows, position: int, r: GroupMetadataRecord) -> 
     seen: set[str] = set()
     for index, member in enumerate(r.members):
         if member.member_id in seen:  # cannot happen from the core; a duplicate key would fail the whole batch
-            log.warning("%s: duplicate member %s in group metadata record", r.group_id, member.member_id)
+            log.warning(
+                "duplicate member in group metadata record", extra={"group": r.group_id, "member": member.member_id}
+            )
             continue
         seen.add(member.member_id)
         decoded: bool | None = None

@@ -186,7 +186,8 @@ def test_a_join_that_raises_removes_that_member_and_the_group_goes_on(caplog: py
     assert not any(m.client_id == "evil" for m in env.group().members.values())
     assert env.group().state is S.PREPARING_REBALANCE
     (line,) = [r for r in caplog.records if "failed" in r.getMessage()]
-    assert line.levelno == logging.WARNING and line.getMessage().startswith("[group=g] JoinGroup failed")
+    assert line.levelno == logging.WARNING and line.getMessage().startswith("JoinGroup failed")
+    assert (line.group, line.member) == ("g", evil)  # type: ignore[attr-defined]
     # what was done before the fault is written, then the offender is removed and a rebalance starts
     written += (taken := env.take())
     assert taken == [

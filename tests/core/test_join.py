@@ -25,6 +25,7 @@ from coordinator.records import (
     RemovalCause,
 )
 from protocol.errors import ErrorCode
+from runtime.logging_setup import LogfmtFormatter
 from tests.core.conftest import (
     DEFAULT_PROTOCOLS,
     Env,
@@ -766,10 +767,15 @@ def test_initial_delay_remaining_uses_rebalance_timeout_at_start(env: Env) -> No
 
 
 # ------------------------------------------------------------------------------------------------------ logging
-def test_log_lines_are_prefixed_with_the_group_and_name_the_cause(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+def test_log_lines_carry_the_group_as_a_field_and_name_the_cause(env: Env, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger="coordinator.group")
     sg = form_stable_group(env)
     join(env.gm, "g", sg.leader)
-    lines = [r.getMessage() for r in caplog.records if r.name == "coordinator.group"]
-    assert lines and all(line.startswith("[group=g] ") for line in lines)
+    records = [r for r in caplog.records if r.name == "coordinator.group"]
+    assert records and all(getattr(r, "group", None) == "g" for r in records)
+    assert not any("group=" in r.getMessage() for r in records)  # the group is a field, not in the text
+    lines = [LogfmtFormatter().format(r) for r in records]
+    assert not any("None" in line for line in lines)  # no instance id, no reason: left out, not written as None
+    assert all(" group=g " in line for line in lines)
+    lines = [r.getMessage() for r in records]
     assert any("because leader_rejoin" in line and f"generation {sg.generation}" in line for line in lines)

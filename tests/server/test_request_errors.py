@@ -17,6 +17,7 @@ from coordinator import messages as m
 from daemon.app import App
 from daemon.settings import load_settings
 from protocol.errors import ErrorCode
+from runtime.logging_setup import LogfmtFormatter
 
 from .conftest import RunningApp
 from .wire import WireClient, build_request
@@ -135,9 +136,11 @@ async def test_refused_join_is_logged_with_group_client_and_reason(caplog: pytes
         [record] = [r for r in caplog.records if "refused" in r.getMessage()]
         assert record.levelno == logging.WARNING
         text = record.getMessage()
-        assert text.startswith("[group=orders] JoinGroup refused: INVALID_SESSION_TIMEOUT: session timeout 100 ms")
-        assert "client_id billing-7 client_host /10.0.0.7" in text and "[6000, " in text
-        assert "None" not in text
+        assert text.startswith("JoinGroup refused: INVALID_SESSION_TIMEOUT: session timeout 100 ms")
+        assert "[6000, " in text
+        line = LogfmtFormatter().format(record)
+        assert " group=orders msg=" in line and line.endswith(" client_id=billing-7 client_host=/10.0.0.7")
+        assert "None" not in line and "member=" not in line  # a new member has no id yet: left out
         assert record.throttle == ("join-refused", "orders", ErrorCode.invalid_session_timeout)  # type: ignore[attr-defined]
     finally:
         app.timer.cancel_all()
@@ -222,9 +225,11 @@ async def test_group_full_join_is_logged(caplog: pytest.LogCaptureFixture) -> No
             refused = join("second")
         assert refused.result().error is ErrorCode.group_max_size_reached
         [record] = [r for r in caplog.records if "refused" in r.getMessage()]
-        assert record.getMessage() == (
-            "[group=orders] JoinGroup refused: GROUP_MAX_SIZE_REACHED: group.max.size 1 reached; "
-            "member (new) client_id second client_host /10.0.0.8"
+        assert record.getMessage() == "JoinGroup refused: GROUP_MAX_SIZE_REACHED: group.max.size 1 reached"
+        line = LogfmtFormatter().format(record)
+        assert line.endswith(
+            'group=orders msg="JoinGroup refused: GROUP_MAX_SIZE_REACHED: group.max.size 1 reached" '
+            "client_id=second client_host=/10.0.0.8"
         )
         assert record.throttle == ("join-refused", "orders", ErrorCode.group_max_size_reached)  # type: ignore[attr-defined]
     finally:

@@ -24,7 +24,7 @@ from protocol.consumer_protocol import assignment_partitions, subscription_topic
 from protocol.errors import ErrorCode
 from runtime.metrics import CONTENT_TYPE_LATEST
 
-from . import keys
+from . import audit, keys
 from .deps import DeferredTimeout, wait_deferred
 from .history import HistoryUnavailable
 from .models import (
@@ -306,7 +306,7 @@ async def delete_group(request: web.Request) -> web.Response:
     error = results[0].error if results else ErrorCode.unknown_server_error
     if error is not ErrorCode.none:
         raise json_error(_ACTION_STATUS.get(error, 503), f"group {gid!r} was not deleted: {error.name}")
-    log.info("[%s] group deleted through the operator API", gid)
+    audit.admin_action(request, gid, "group deleted through the operator API")
     return respond(DeletedGroup(group_id=gid))
 
 
@@ -321,7 +321,7 @@ async def remove_member(request: web.Request) -> web.Response:
     error = await await_core(request, d, "remove member")
     if error is not ErrorCode.none:
         raise json_error(_ACTION_STATUS.get(error, 503), f"member {instance!r} was not removed: {error.name}")
-    log.info("[%s] static member %s removed through the operator API", gid, instance)
+    audit.admin_action(request, gid, "static member %s removed through the operator API", instance)
     return respond(RemovedMember(group_id=gid, group_instance_id=instance))
 
 
@@ -363,7 +363,9 @@ async def reset_offsets(request: web.Request) -> web.Response:
         if errors:
             error = min(errors, key=lambda e: e.value)
             raise json_error(_ACTION_STATUS.get(error, 503), f"offsets of group {gid!r} were not reset: {error.name}")
-        log.info("[%s] offsets reset (%s) on %d partition(s) through the operator API", gid, req.strategy, len(plan))
+        audit.admin_action(
+            request, gid, "offsets reset (%s) on %d partition(s) through the operator API", req.strategy, len(plan)
+        )
     return respond(
         OffsetResetResult(group_id=gid, strategy=ResetStrategy(req.strategy), dry_run=not req.execute, partitions=plan)
     )
@@ -444,7 +446,10 @@ async def create_topic(request: web.Request) -> web.Response:
     except ValueError as e:
         raise json_error(400, str(e)) from None
     if existing is None or existing.partitions != topic.partitions:
-        log.info("topic %s registered with %d partitions through the operator API", topic.name, topic.partitions)
+        audit.admin_action(
+            request, None, "topic %s registered with %d partitions through the operator API", topic.name,
+            topic.partitions,
+        )  # fmt: skip
     return respond(TopicView(name=topic.name, partitions=topic.partitions), 201 if existing is None else 200)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from coordinator import messages as m
 from protocol.errors import ErrorCode
 
-from . import sliced
+from . import audit, sliced
 from ._util import response_cls, then
 from .authorized import GROUP_OPERATIONS, NOT_REQUESTED
 from .build import build
@@ -81,6 +81,11 @@ def handle_delete_groups(services: Services, ctx: RequestContext, body: Any) -> 
 
     def respond(results: list[m.DeleteGroupResult]) -> Any:
         ctx.error = next((r.error.value for r in results if r.error is not ErrorCode.none), 0)  # for the metrics
+        for r in results:  # who deleted what, and each refusal (once per cause and peer)
+            if r.error is ErrorCode.none:
+                audit.admin_action(ctx, r.group_id, "group deleted (DeleteGroups)")
+            else:
+                audit.refused(ctx.api_key, r.error.value, r.group_id, ctx.client_id, ctx.client_host)
         return build(response_cls(ctx), {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]})
 
     return then(services.coordinator.delete_groups(ids), respond)

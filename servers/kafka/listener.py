@@ -54,6 +54,7 @@ from protocol.responses import invalid_request_frame, unsupported_response_frame
 from runtime.metrics import ConnectionStats
 from servers.kafka import HANDLERS, RequestContext, Services
 from servers.kafka._util import DeferredAnswer
+from servers.kafka.audit import refused, refused_request
 from servers.kafka.errors import error_body
 
 log = logging.getLogger("servers.kafka.listener")
@@ -762,6 +763,7 @@ class KafkaServer:
                 error = ctx.error
             if error is not _NO_ERROR:
                 self._observe_heartbeat_error(started, untimed, error)
+                refused(key, int(error), body.group_id, header.client_id, client_host, body.member_id)
             elif started:
                 self._observe_heartbeats(started, untimed)
             return frame
@@ -772,8 +774,7 @@ class KafkaServer:
             result = HANDLERS[key](self.services, ctx, body)
         except Exception as exc:
             frame = self._error_frame(request, ctx, exc)
-            if observe is not None:
-                observe(key, perf_counter() - started, ctx.error)
+            self._answered(request, ctx, started)
             return frame
         # A kio body (has __api_key__) is encoded at once, a finished frame (bytes) written as it is; anything else
         # is a deferred answer. The error reported is a kio body's top-level error_code, else ``ctx.error`` (set by
@@ -781,6 +782,8 @@ class KafkaServer:
         if result.__class__ is bytes:
             if observe is not None:
                 observe(key, perf_counter() - started, ctx.error)
+            if ctx.error:
+                refused_request(ctx, body)
             return result  # type: ignore[no-any-return]
         if getattr(result.__class__, "__api_key__", None) is None:
             if isinstance(result, DeferredAnswer):
@@ -795,7 +798,18 @@ class KafkaServer:
             ctx.error = getattr(result, "error_code", 0) or ctx.error
         if observe is not None:
             observe(key, perf_counter() - started, ctx.error)
+        if ctx.error:
+            refused_request(ctx, body)
         return frame
+
+    def _answered(self, request: Request, ctx: RequestContext, started: float) -> None:
+        """A request answered with ``ctx.error``: counted (and timed from ``started``) for the metrics, and logged
+        (throttled) when it was a refused group request (``servers.kafka.audit``)."""
+        observe = self.services.observe_request
+        if observe is not None:
+            observe(ctx.api_key, perf_counter() - started, ctx.error)
+        if ctx.error:
+            refused_request(ctx, request.body)
 
     def _observe_heartbeats(self, started: float, answered: int) -> None:
         """The timed heartbeat: ``answered`` heartbeats since the last timed one, this one included; those answered
@@ -823,7 +837,6 @@ class KafkaServer:
     ) -> DeferredSlot:
         """Answer when the core resolves the Deferred: build and encode in its callback, no task."""
         slot = DeferredSlot()
-        observe = self.services.observe_request
 
         def ready(value: Any) -> None:
             if slot.abandoned:
@@ -832,8 +845,7 @@ class KafkaServer:
                 frame = self._encode(request, ctx, answer.fn(value))
             except Exception as exc:
                 frame = self._error_frame(request, ctx, exc)
-            if observe is not None:
-                observe(ctx.api_key, perf_counter() - started, ctx.error)
+            self._answered(request, ctx, started)
             slot.complete(frame)
 
         answer.deferred.add_callback(ready)
@@ -845,11 +857,9 @@ class KafkaServer:
         """An answer produced by a coroutine (a Fetch waiting max_wait_ms): run it as a task."""
         slot = DeferredSlot()
         slot.task = task = asyncio.get_running_loop().create_task(self._finish(request, ctx, result))
-        observe = self.services.observe_request
 
         def done(t: asyncio.Task[bytes | None]) -> None:
-            if observe is not None:
-                observe(ctx.api_key, perf_counter() - started, ctx.error)
+            self._answered(request, ctx, started)
             if not t.cancelled():
                 slot.complete(t.result())
 

@@ -37,6 +37,7 @@ from protocol.codec import response_class
 from protocol.errors import ErrorCode
 from protocol.hot_responses import offset_commit_response_frame, uvarint
 
+from . import audit
 from ._util import ms, then
 from .build import build
 from .context import RequestContext, Services
@@ -44,6 +45,13 @@ from .context import RequestContext, Services
 
 def _response_cls(ctx: RequestContext) -> Any:
     return response_class(ctx.api_key, ctx.api_version)  # protocol.legacy's class for OffsetFetch v0
+
+
+def _topics_of(topics: Iterable[str], most: int = 10) -> str:
+    """The distinct topics, in first-seen order, for a log line (at most ``most`` named)."""
+    names = list(dict.fromkeys(topics))
+    shown = ",".join(names[:most])
+    return shown if len(names) <= most else f"{shown},... ({len(names)} topics)"
 
 
 def _by_topic(items: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -107,10 +115,19 @@ def handle_offset_commit(services: Services, ctx: RequestContext, body: Any) -> 
         retention_time_ms=ms(retention) if retention is not None else -1,
     )
 
+    admin = request.generation_id < 0 and not request.member_id  # kafka-consumer-groups --reset-offsets, assign()
+
     def merge(result: m.OffsetCommitResult) -> Any:
         errors = dict(rejected)
+        stored = 0
         for pe in result.partitions:
             errors[(pe.topic, pe.partition)] = pe.error
+            stored += pe.error is ErrorCode.none
+        if admin and stored:
+            audit.admin_action(
+                ctx, request.group_id, "offsets committed outside the group (generation -1) on %d partition(s): %s",
+                stored, _topics_of(pe.topic for pe in result.partitions if pe.error is ErrorCode.none), throttle=True,
+            )  # fmt: skip
         return respond(errors)
 
     return then(services.coordinator.commit_offsets(request), merge)
@@ -271,6 +288,12 @@ def handle_offset_delete(services: Services, ctx: RequestContext, body: Any) -> 
         errors = dict(rejected)
         for pe in result.partitions:
             errors[(pe.topic, pe.partition)] = pe.error
+        deleted = [pe.topic for pe in result.partitions if pe.error is ErrorCode.none]
+        if deleted:
+            audit.admin_action(
+                ctx, body.group_id, "offsets deleted (OffsetDelete) on %d partition(s): %s", len(deleted),
+                _topics_of(deleted),
+            )  # fmt: skip
         ctx.error = next((errors[key].value for key in order if errors.get(key, ErrorCode.none).value), 0)
         return build(
             _response_cls(ctx),

@@ -248,3 +248,46 @@ async def test_mutations_need_the_bearer_token(secured: World, secured_client: C
     assert r.status == 200 and committed(secured, "g") == {("orders", 0): 0}
     r = await secured_client.delete("/v1/groups/g", headers=auth)
     assert r.status == 200
+
+
+# ---------------------------------------------------------------------------------------------------- audit log
+
+
+def _audit_lines(caplog: Any) -> list[str]:
+    from runtime.logging_setup import LogfmtFormatter
+
+    return [LogfmtFormatter().format(r).split(" ", 1)[1] for r in caplog.records if r.name == "servers.http.audit"]
+
+
+async def test_every_action_is_logged_with_the_group_and_who_asked(
+    world: World, client: Client, caplog: Any
+) -> None:
+    caplog.set_level("INFO", logger="servers.http.audit")
+    world.form_group("g", [Consumer("c1", "inst-1"), Consumer("c2", "inst-2")])
+    world.commit("simple", {("orders", 0): 3})
+    ua = {"User-Agent": "kgc-test/1"}
+    await call(client, "DELETE", "/v1/groups/g/members/inst-2", 200, headers=ua)
+    reset = {"strategy": "to-offset", "to_offset": 1, "topics": "all", "execute": True}
+    await call(client, "POST", "/v1/groups/simple/offsets/reset", 200, json=reset, headers=ua)
+    await call(client, "POST", "/v1/groups/simple/offsets/reset", 200, json={**reset, "execute": False}, headers=ua)
+    await call(client, "DELETE", "/v1/groups/simple", 200, headers=ua)
+    await call(client, "DELETE", "/v1/groups/simple", 404, headers=ua)  # refused: nothing done, no action line
+    who = "client_id=kgc-test/1 client_host=127.0.0.1 principal=User:ANONYMOUS"
+    assert _audit_lines(caplog) == [
+        f'level=info logger=servers.http.audit group=g msg="static member inst-2 removed through the operator API" '
+        f"{who}",
+        "level=info logger=servers.http.audit group=simple msg=\"offsets reset (to-offset) on 1 partition(s) through "
+        f'the operator API" {who}',
+        f'level=info logger=servers.http.audit group=simple msg="group deleted through the operator API" {who}',
+    ]
+
+
+async def test_an_action_with_the_token_names_the_token_as_principal(
+    secured: World, secured_client: Client, caplog: Any
+) -> None:
+    caplog.set_level("INFO", logger="servers.http.audit")
+    secured.commit("g", {("orders", 0): 1})
+    r = await secured_client.delete("/v1/groups/g", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert r.status == 200
+    [line] = _audit_lines(caplog)
+    assert " group=g " in line and line.endswith(" client_host=127.0.0.1 principal=token") and "None" not in line

@@ -59,6 +59,12 @@ class App:
         self.operator = Operator(self.metrics, self._history())
         self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.records)
         self.operator.watch(self.coordinator)
+        self.metrics.watch_offsets(
+            self.coordinator.offsets,
+            self.coordinator.groups.group,
+            cluster_name=settings.kafka.cluster_id,
+            now_ms=self.clock.now_ms,
+        )
         self.topics = TopicRegistry.from_settings(settings.topics)
         self.metrics.watch_topics(self.topics)
         k = settings.kafka

@@ -11,7 +11,11 @@ Rules of this module:
   the source of truth): ``Metrics`` listens to the ``runtime.record_stream.RecordStream`` the core appends to.
 * Group gauges (groups by state, members) are computed at scrape time from the live core, so joins and heartbeats
   pay nothing for them.
-* Per-group labels (``group``) can be switched off for cardinality; the totals stay.
+* Per-partition offsets (``kafka_consumergroup_group_offset``, kafka-lag-exporter's name and labels, and
+  ``kgc_consumergroup_last_commit_age_seconds``) are read at scrape time from the live offsets store: commits pay
+  nothing for them.
+* Per-group labels (``group``) can be switched off for cardinality; the totals stay, and the per-partition series
+  are then not reported at all.
 * No ``*_created`` series (a process-wide prometheus_client switch): they double the series count for nothing here.
 """
 
@@ -28,6 +32,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from coordinator.group import CONSUMER_PROTOCOL_TYPE
 from coordinator.records import (
     GroupStabilized,
     GroupTombstone,
@@ -37,6 +42,7 @@ from coordinator.records import (
     RebalanceStarted,
     Record,
 )
+from protocol.consumer_protocol import assignment_partitions
 from protocol.errors import ErrorCode
 
 __all__ = ["API_NAMES", "CONTENT_TYPE_LATEST", "ConnectionStats", "Metrics", "api_name"]
@@ -273,6 +279,71 @@ class _CommitCollector(Collector):
         yield commits
 
 
+# kafka-lag-exporter's labels for its per-partition consumer group series; ours use the same ones.
+_PARTITION_LABELS = ["cluster_name", "group", "topic", "partition", "member_host", "consumer_id", "client_id"]
+
+
+class _ConsumerGroupOffsetCollector(Collector):
+    """Per partition: the committed offset (``kafka_consumergroup_group_offset``, kafka-lag-exporter's name and
+    labels) and the age of the last commit (``kgc_consumergroup_last_commit_age_seconds``), read at scrape time from
+    the live offsets store; the member labels name the member the partition is assigned to now (empty when none)."""
+
+    def __init__(
+        self, offsets: Any, group_of: Callable[[str], Any], cluster_name: str, now_ms: Callable[[], int]
+    ) -> None:
+        self._offsets = offsets  # coordinator.offsets.OffsetManager: group_ids(), committed(group_id)
+        self._group_of = group_of
+        self._cluster = cluster_name
+        self._now_ms = now_ms
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        offset = GaugeMetricFamily(
+            "kafka_consumergroup_group_offset",
+            "Last committed offset of each partition of each group (kafka-lag-exporter's metric).",
+            labels=_PARTITION_LABELS,
+        )
+        age = GaugeMetricFamily(
+            "kgc_consumergroup_last_commit_age_seconds",
+            "Seconds since the last commit of each partition of each group (its commit timestamp).",
+            labels=_PARTITION_LABELS,
+        )
+        now_ms = self._now_ms()
+        cluster = self._cluster
+        for group_id in list(self._offsets.group_ids()):
+            committed = self._offsets.committed(group_id)
+            if not committed:
+                continue
+            owners = _partition_owners(self._group_of(group_id))
+            for (topic, partition), stored in committed.items():
+                member = owners.get((topic, partition))
+                who = (member.client_host, member.member_id, member.client_id) if member is not None else ("", "", "")
+                labels = [cluster, group_id, topic, str(partition), *who]
+                offset.add_metric(labels, stored.offset)
+                age.add_metric(labels, max(0, now_ms - stored.commit_timestamp_ms) / 1000)
+        yield offset
+        yield age
+
+
+def _partition_owners(group: Any) -> dict[tuple[str, int], Any]:
+    """(topic, partition) -> the member of a ``consumer`` group the partition is assigned to (its assignment bytes
+    decoded; undecodable ones skipped)."""
+    if group is None or getattr(group, "protocol_type", None) != CONSUMER_PROTOCOL_TYPE:
+        return {}
+    owners: dict[tuple[str, int], Any] = {}
+    for member in group.members.values():
+        try:
+            assigned = assignment_partitions(member.assignment)
+        except Exception:  # a client's bytes: not ours to trust
+            continue
+        for topic, partitions in assigned.items():
+            for partition in partitions:
+                owners[(topic, partition)] = member
+    return owners
+
+
 class Metrics:
     """The daemon's metrics. Create one per process (or per test) and pass it to the server, storage and HTTP app;
     it is a ``RecordListener`` of the record stream (``on_append``, ``on_durable``)."""
@@ -327,6 +398,7 @@ class Metrics:
             "kgc_http_requests", "Operator HTTP API requests, by route and status.", ["route", "status"], registry=r
         )
         self._groups_collector: _GroupsCollector | None = None
+        self._offsets_collector: _ConsumerGroupOffsetCollector | None = None
 
     # ---------------------------------------------------------------------------------------------- hot path
     def observe_request(
@@ -408,6 +480,19 @@ class Metrics:
             self.registry.unregister(self._groups_collector)
         self._groups_collector = _GroupsCollector(source, self.per_group_labels)
         self.registry.register(self._groups_collector)
+
+    def watch_offsets(
+        self, offsets: Any, group_of: Callable[[str], Any], *, cluster_name: str, now_ms: Callable[[], int]
+    ) -> None:
+        """Report each partition's committed offset and the age of its last commit, read at scrape time from
+        ``offsets`` (``coordinator.offsets.OffsetManager``; ``group_of`` looks a group up for the member labels).
+        Per-partition series: not reported at all when per-group labels are off (cardinality)."""
+        if not self.per_group_labels:
+            return
+        if self._offsets_collector is not None:
+            self.registry.unregister(self._offsets_collector)
+        self._offsets_collector = _ConsumerGroupOffsetCollector(offsets, group_of, cluster_name, now_ms)
+        self.registry.register(self._offsets_collector)
 
     def watch_topics(self, topics: Any) -> None:
         """Topics and auto-creation (its counters and limits), read at scrape time from ``topics`` (the server's

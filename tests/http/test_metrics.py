@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -96,3 +98,99 @@ def test_unknown_api_keys_and_errors_are_labelled_by_number() -> None:
     m.observe_request(999, 0.001, 32000)
     got = samples(m.render().decode())
     assert got[("kgc_requests_total", (("api", "999"), ("error", "32000")))] == 1
+
+
+# ------------------------------------------------------------------------------ per-partition offsets (real daemon)
+
+
+def _daemon_with_offsets(per_group_metrics: bool) -> tuple[Any, str, float]:
+    """A running daemon (tests.server's RunningApp) where a consumer group ``app`` has a member assigned t-0 and t-1
+    that committed t-0 at 42, and a group without members ``tool`` has a commit of t-2 at 7 stamped an hour ago
+    (OffsetCommit v1's client commit timestamp). Returns (the running app, the member id, the stamp's age in s)."""
+    import time
+    from datetime import timedelta
+
+    from protocol.legacy import OffsetCommitRequestV1
+    from servers.kafka.build import build
+    from tests.server.conftest import RunningApp
+    from tests.server.wire import WireClient, build_request
+
+    from .world import encode_assignment, encode_subscription
+
+    running = RunningApp(http={"listen": "127.0.0.1:0", "per_group_metrics": per_group_metrics}).start()
+    client = WireClient("127.0.0.1", running.port)
+    try:
+        joined = client.call(build_request(
+            11, 3, group_id="app", session_timeout=timedelta(seconds=30), rebalance_timeout=timedelta(seconds=30),
+            member_id="", protocol_type="consumer",
+            protocols=[{"name": "range", "metadata": encode_subscription(["t"])}],
+        ))  # fmt: skip
+        member = joined.member_id
+        synced = client.call(build_request(
+            14, 3, group_id="app", generation_id=joined.generation_id, member_id=member, group_instance_id=None,
+            assignments=[{"member_id": member, "assignment": encode_assignment({"t": [0, 1]})}],
+        ))  # fmt: skip
+        assert synced.error_code == ErrorCode.none
+        answer = client.call(build_request(
+            8, 8, group_id="app", generation_id_or_member_epoch=joined.generation_id, member_id=member,
+            group_instance_id=None, topics=[{"name": "t", "partitions": [{
+                "partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1, "committed_metadata": ""
+            }]}],
+        ))  # fmt: skip
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.none
+        stamped = time.time() - 3600
+        client.send(build(OffsetCommitRequestV1, {
+            "group_id": "tool", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [{"name": "t",
+            "partitions": [{"partition_index": 2, "committed_offset": 7, "commit_timestamp": int(stamped * 1000),
+                            "committed_metadata": ""}]}],
+        }))  # fmt: skip
+        client.read_frame()
+    except BaseException:
+        running.stop()
+        raise
+    finally:
+        client.close()
+    return running, member, time.time() - stamped
+
+
+def _scrape(running: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{running.app.http_port}/metrics", timeout=5) as response:
+        return samples(response.read().decode())
+
+
+def test_committed_offsets_and_commit_ages_per_partition_under_kafka_lag_exporters_names() -> None:
+    running, member, stamp_age = _daemon_with_offsets(per_group_metrics=True)
+    try:
+        got = _scrape(running)
+    finally:
+        running.stop()
+
+    def labels(group: str, partition: int, host: str = "", consumer: str = "", client: str = "") -> Any:
+        return tuple(sorted({"cluster_name": "kgc-cluster", "group": group, "topic": "t", "partition": str(partition),
+                             "member_host": host, "consumer_id": consumer, "client_id": client}.items()))  # fmt: skip
+
+    app_t0 = labels("app", 0, "/127.0.0.1", member, "wire-test")
+    tool_t2 = labels("tool", 2)
+    offsets = {k: v for k, v in got.items() if k[0] == "kafka_consumergroup_group_offset"}
+    name = "kafka_consumergroup_group_offset"
+    assert offsets == {(name, app_t0): 42, (name, tool_t2): 7}
+    ages = {k[1]: v for k, v in got.items() if k[0] == "kgc_consumergroup_last_commit_age_seconds"}
+    assert set(ages) == {app_t0, tool_t2}
+    assert 0 <= ages[app_t0] < 30
+    assert stamp_age - 30 < ages[tool_t2] <= stamp_age + 1  # an hour: the commit's own timestamp, not the scrape's
+
+
+def test_per_partition_offset_series_are_off_with_per_group_metrics_off() -> None:
+    running, _, _ = _daemon_with_offsets(per_group_metrics=False)
+    try:
+        got = _scrape(running)
+    finally:
+        running.stop()
+    names = {name for name, _ in got}
+    assert "kafka_consumergroup_group_offset" not in names
+    assert "kgc_consumergroup_last_commit_age_seconds" not in names
+    assert all("group" not in dict(labels) for _, labels in got)
+    assert got[("kgc_offset_commits_total", (("kind", "member"),))] == 1  # the totals stay
+    assert got[("kgc_offset_commits_total", (("kind", "admin"),))] == 1

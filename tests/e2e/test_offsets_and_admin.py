@@ -206,3 +206,46 @@ def test_admin_clients_list_describe_alter_delete(daemon: Daemon) -> None:
     assert raised.value.args[0].code() == 69  # GROUP_ID_NOT_FOUND
     assert kp_admin.list_group_offsets(group)[group] == {}
     kp_admin.close()
+
+
+def test_the_log_of_a_real_client_run_tells_the_story(daemon: Daemon) -> None:
+    """A consumer joins (no group.instance.id), an admin's delete is refused while it is a member, it leaves (no
+    KIP-800 reason from kafka-python), an admin resets an offset and deletes the group. The daemon's log (of this
+    run and of the earlier tests of this module): no ``None`` and no ERROR anywhere, every line of the group state
+    machine and of the Kafka audit log has ``group=``, and the admin lines say who asked."""
+    group = "log-story"
+    admin = KafkaAdminClient(bootstrap_servers=daemon.bootstrap, client_id="story-admin")
+    member = KafkaPythonMember(daemon.bootstrap, group, TOPIC)
+    member.start()
+    try:
+        wait_for(lambda: member.assignment == frozenset(range(6)), 20, "the member to own all partitions")
+        assert admin.delete_groups([group]) == {group: NonEmptyGroupError.__name__}
+    finally:
+        member.close()
+    wait_for(lambda: admin.describe_groups([group])[group]["group_state"] == "Empty", 10, "the group to be Empty")
+    errors = admin.alter_group_offsets(group, {TopicPartition(TOPIC, 3): OffsetAndMetadata(33, "", -1)})
+    assert [e.errno for e in errors.values()] == [0]
+    assert admin.delete_groups([group]) == {group: "OK"}
+    admin.close()
+
+    def has_line(*parts: str) -> bool:
+        return any(all(p in line for p in parts) for line in daemon.log_text().splitlines())
+
+    wait_for(lambda: has_line("group deleted (DeleteGroups)", f"group={group}"), 5, "the delete to be logged")
+    lines = [line for line in daemon.log_text().splitlines() if line.startswith("ts=")]
+    assert not [line for line in lines if "None" in line]
+    assert not [line for line in lines if "level=error" in line]
+    story = [line for line in lines if "logger=coordinator.group" in line or "logger=servers.kafka.audit" in line]
+    assert story and not [line for line in story if " group=" not in line]
+    mine = [line for line in story if f" group={group} " in line]
+    who = "client_id=story-admin client_host=/127.0.0.1 principal=User:ANONYMOUS"
+    assert any('msg="member joined" member=kp-member-' in line for line in mine)
+    assert any('msg="member removed: left" member=kp-member-' in line for line in mine)
+    assert any(
+        line.startswith("ts=") and 'level=warning logger=servers.kafka.audit' in line
+        and 'msg="DeleteGroups refused: NON_EMPTY_GROUP" client_id=story-admin client_host=/127.0.0.1' in line
+        for line in mine
+    )  # fmt: skip
+    assert any('msg="offsets committed outside the group (generation -1) on 1 partition(s): e2e6"' in line
+               and line.endswith(who) for line in mine)  # fmt: skip
+    assert any('msg="group deleted (DeleteGroups)"' in line and line.endswith(who) for line in mine)

@@ -118,11 +118,16 @@ def refused_request(ctx: RequestContext, body: Any) -> None:
     """``refused`` for a request answered through an adapter; the group and member are read from its body."""
     if ctx.api_key not in GROUP_APIS or ctx.api_key == _DELETE_GROUPS:  # DeleteGroups: per group, by its adapter
         return
-    group = getattr(body, "group_id", None)
-    if group is None:  # DescribeGroups, OffsetFetch v8+: the group when there is one
-        groups: Any = getattr(body, "groups", None) or ()
-        group = groups[0] if len(groups) == 1 and isinstance(groups[0], str) else None
-    refused(ctx.api_key, ctx.error, group, ctx.client_id, ctx.client_host, getattr(body, "member_id", None))
+    try:  # runs before the answer is queued: a surprise in a client's body must not keep the answer back
+        group = getattr(body, "group_id", None)
+        if group is None:  # DescribeGroups, OffsetFetch v8+: the group when there is one
+            groups: Any = getattr(body, "groups", None) or ()
+            group = groups[0] if len(groups) == 1 and isinstance(groups[0], str) else None
+        member = getattr(body, "member_id", None)
+        member = member if isinstance(member, str) else None
+        refused(ctx.api_key, ctx.error, group, ctx.client_id, ctx.client_host, member)
+    except Exception:
+        log.debug("cannot log a refused request", exc_info=True)
 
 
 def admin_action(ctx: RequestContext, group: str | None, what: str, *args: object, throttle: bool = False) -> None:

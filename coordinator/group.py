@@ -185,9 +185,6 @@ class ClassicGroup:
             self.state_timestamp_ms = self.created_ms
 
     # ---------------------------------------------------------------------------------------------- state table
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
-
     def can_rebalance(self) -> bool:
         return self.state in VALID_PREVIOUS_STATES[GroupState.PREPARING_REBALANCE]
 
@@ -217,17 +214,8 @@ class ClassicGroup:
         self.state_timestamp_ms = now_ms
 
     # ------------------------------------------------------------------------------------------------- members
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
-
-    def is_pending_member(self, member_id: str) -> bool:
-        return member_id in self.pending_join_members
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
-
-    def is_empty_of_members(self) -> bool:
-        return not self.members
 
     def static_member_id(self, group_instance_id: str | None) -> str | None:
         if group_instance_id is None:

@@ -21,6 +21,7 @@ from coordinator.record_log import MemoryLog
 from coordinator.topics import TopicRegistry
 from daemon.settings import Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from runtime.activity import GroupActivity
 from runtime.loop import AsyncioTimer
 from runtime.metrics import Metrics
 from runtime.record_stream import RecordStream
@@ -56,7 +57,11 @@ class App:
         # history, when the log keeps none); the daemon loads, checks and closes the log itself.
         self.record_log: DurableLog = record_log if record_log is not None else MemoryLog(auto_commit=True, keep=False)
         self.records = RecordStream(self.record_log, self.metrics)
-        self.operator = Operator(self.metrics, self._history())
+        # Recent activity for the dashboard's "needs attention" list and timeline markers (in memory, since start):
+        # fed by the record stream and by the Kafka listener's refused JoinGroups.
+        self.activity = GroupActivity(self.clock.now_ms)
+        self.records.listen(self.activity)
+        self.operator = Operator(self.metrics, self._history(), self.activity)
         self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.records)
         self.operator.watch(self.coordinator)
         self.metrics.watch_offsets(
@@ -75,6 +80,7 @@ class App:
             supported_versions=dict(SUPPORTED_VERSIONS),
             max_fetch_wait_ms=k.max_fetch_wait_ms,
             observe_request=self.metrics.observe_request,
+            on_join_refused=self.activity.join_refused,
         )
         self.server = KafkaServer(
             self.services,

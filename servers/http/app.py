@@ -27,6 +27,7 @@ from aiohttp.typedefs import Handler
 
 from coordinator.clock import Clock, SystemClock
 from coordinator.topics import TopicRegistry as Topics
+from runtime.activity import GroupActivity
 from runtime.metrics import Metrics
 
 from . import keys
@@ -105,17 +106,20 @@ def create_http_app(
     token: str | None = None,
     deferred_timeout_s: float = 30.0,
     dashboard: bool = True,
+    activity: GroupActivity | None = None,
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
     ``history`` defaults to an empty ``MemoryHistory`` (feed it with ``RecordStream.listen``); ``metrics`` to none
-    (``/metrics`` answers 404); ``token`` "" or None leaves mutating endpoints open.
+    (``/metrics`` answers 404); ``token`` "" or None leaves mutating endpoints open; ``activity`` defaults to an
+    empty ``GroupActivity`` (feed it with ``RecordStream.listen`` and the Kafka listener's ``on_join_refused``).
     """
     app = web.Application(middlewares=[metrics_middleware, error_middleware, auth_middleware])
     app[keys.CORE] = core
     app[keys.CLOCK] = clock if clock is not None else SystemClock()
     app[keys.TOPICS] = topics if topics is not None else Topics(auto_create=False)
     app[keys.HISTORY] = history if history is not None else MemoryHistory()
+    app[keys.ACTIVITY] = activity if activity is not None else GroupActivity(app[keys.CLOCK].now_ms)
     if metrics is not None:
         app[keys.METRICS] = metrics
     if readiness is not None:

@@ -7,6 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from coordinator.clock import Clock
+from runtime.activity import GroupActivity
 from runtime.metrics import Metrics
 
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
@@ -21,3 +22,4 @@ READINESS: web.AppKey[ReadinessProbe] = web.AppKey("readiness")
 TOKEN = web.AppKey("token", str)  # "" = no token: mutating endpoints are open
 OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi")
 DEFERRED_TIMEOUT_S = web.AppKey("deferred_timeout_s", float)
+ACTIVITY = web.AppKey("activity", GroupActivity)

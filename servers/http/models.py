@@ -415,3 +415,134 @@ class Health(Out):
 class Readiness(Out):
     ready: bool
     detail: str
+
+
+# ------------------------------------------------------------------------------------------- needs attention
+
+
+class AttentionQuery(BaseModel):
+    """Thresholds of the "needs attention" list; 0 switches a check off."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    flapping_per_hour: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=1_000_000,
+            description=("A group that started at least this many rebalances in the last hour is flapping."),
+        ),
+    ] = 6
+    stale_heartbeat_pct: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=100,
+            description=(
+                "A member of a Stable group that has not heartbeated (since its last heartbeat or since the group "
+                "turned Stable) for this percentage of its session timeout is stale."
+            ),
+        ),
+    ] = 50
+    stuck_ms: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=10**12,
+            description=("A group in PreparingRebalance or CompletingRebalance for longer than this is stuck."),
+        ),
+    ] = 120_000
+    quiet_commits_ms: Annotated[
+        int,
+        Field(
+            ge=0,
+            le=10**12,
+            description=(
+                "A Stable group with members and no offset commit for this long (since its last commit, or since it "
+                "turned Stable) has gone quiet."
+            ),
+        ),
+    ] = 600_000
+
+
+class AttentionKind(StrEnum):
+    STUCK = "stuck"
+    STALE_HEARTBEAT = "stale_heartbeat"
+    FLAPPING = "flapping"
+    JOIN_REFUSED = "join_refused"
+    NO_PARTITIONS = "no_partitions"
+    QUIET_COMMITS = "quiet_commits"
+
+
+class AttentionItem(Out):
+    kind: AttentionKind
+    group_id: str
+    member_id: str | None = Field(description="The member concerned (stale_heartbeat, no_partitions).")
+    group_instance_id: str | None
+    detail: str = Field(description="What is wrong, for a human.")
+    since_ms: int | None = Field(description="Since when, when known (epoch milliseconds).")
+
+
+class GroupHealth(Out):
+    """One group's numbers for the "needs attention" list. Rebalance and refusal counts and the events behind them
+    are kept in memory since the daemon started."""
+
+    group_id: str
+    state: GroupStateName
+    state_since_ms: int
+    members: int
+    rebalances_last_hour: int = Field(description="Rebalances started in the last hour (since the daemon started).")
+    flapping: bool = Field(description="rebalances_last_hour reached flapping_per_hour.")
+    refused_joins_last_hour: int = Field(description="JoinGroups refused in the last hour (in memory, since start).")
+    last_commit_ms: int | None = Field(description="The group's last durable offset commit; None: none.")
+    last_commit_age_ms: int | None
+    stale_members: list[str] = Field(description="Member ids whose last heartbeat is stale.")
+    members_without_partitions: list[str] = Field(
+        description="Stable consumer-protocol groups only: member ids assigned no partition."
+    )
+
+
+class AttentionThresholds(Out):
+    flapping_per_hour: int
+    stale_heartbeat_pct: int
+    stuck_ms: int
+    quiet_commits_ms: int
+
+
+class Attention(Out):
+    now_ms: int = Field(description="The daemon's clock when the list was computed (epoch milliseconds).")
+    thresholds: AttentionThresholds
+    items: list[AttentionItem] = Field(
+        description="Most urgent kind first (stuck, stale heartbeats, flapping, "
+        "refused joins, members without partitions, quiet commits)."
+    )
+    groups: list[GroupHealth] = Field(description="Every group, by group id.")
+
+
+class GroupEventKind(StrEnum):
+    JOIN_REFUSED = "join_refused"
+    STATIC_REPLACEMENT = "static_replacement"
+    GROUP_DELETED = "group_deleted"
+    GROUP_RECREATED = "group_recreated"
+
+
+class GroupEventView(Out):
+    kind: GroupEventKind
+    group_id: str
+    timestamp_ms: int
+    detail: str
+    member_id: str | None = Field(
+        description='join_refused: the refused member id ("" for a new member); '
+        "static_replacement: the new instance's member id."
+    )
+    previous_member_id: str | None = Field(description="static_replacement: the fenced member id.")
+    group_instance_id: str | None
+    client_id: str | None
+    client_host: str | None
+    error: str | None = Field(description="join_refused: Kafka's error name (the kgc_join_refused_total label).")
+
+
+class GroupEvents(Out):
+    group_id: str
+    events: list[GroupEventView] = Field(description="Newest first; at most the last 50 of the group.")
+    note: str = Field(description="These events are kept in memory since the daemon started (not after a restart).")

@@ -13,6 +13,7 @@ import types
 import typing
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -25,16 +26,24 @@ from protocol.errors import ErrorCode
 from runtime.metrics import CONTENT_TYPE_LATEST
 
 from . import audit, keys
-from .deps import DeferredTimeout, wait_deferred
+from .deps import CoreFacade, DeferredTimeout, wait_deferred
 from .history import HistoryUnavailable
 from .models import (
     OFFSET_RESET_REQUEST,
+    Attention,
+    AttentionItem,
+    AttentionKind,
+    AttentionQuery,
+    AttentionThresholds,
     CommitLog,
     CommittedOffset,
     DeletedGroup,
     DeletedOffsets,
     ErrorBody,
     GroupDetail,
+    GroupEvents,
+    GroupEventView,
+    GroupHealth,
     GroupList,
     GroupOffsets,
     GroupsQuery,
@@ -289,6 +298,106 @@ async def get_rebalances(request: web.Request) -> web.Response:
     return respond(RebalanceHistory(group_id=gid, rebalances=views, total=total, limit=q.limit, offset=q.offset))
 
 
+# ----------------------------------------------------------------------------------------------- needs attention
+
+_SEVERITY = list(AttentionKind)  # most urgent first
+_REBALANCING = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
+
+
+def _commit_times(core: CoreFacade, group_id: str) -> list[int]:
+    return [o.commit_timestamp_ms for o in core.offsets.committed(group_id).values()]
+
+
+def _duration(ms: int) -> str:
+    return f"{ms / 1000:.1f} s" if ms < 120_000 else f"{ms / 60_000:.1f} min"
+
+
+async def get_attention(request: web.Request) -> web.Response:
+    """One pass over the live groups and their members (no history read): the numbers come from the core and from
+    ``runtime.activity.GroupActivity`` (bounded, in memory)."""
+    q = parse_query(request, AttentionQuery)
+    core = request.app[keys.CORE]
+    activity = request.app[keys.ACTIVITY]
+    clock = request.app[keys.CLOCK]
+    now, mono = clock.now_ms(), clock.monotonic_ms()
+    hour_ago = now - 3_600_000
+    items: list[AttentionItem] = []
+    healths: list[GroupHealth] = []
+    for g in sorted(core.groups.all_groups(), key=lambda g: g.group_id):
+        gid = g.group_id
+        rebalances = activity.rebalances_in_window(gid)
+        refused = activity.refused_since(gid, hour_ago)
+        last_commit = activity.last_commit_ms(gid, partial(_commit_times, core, gid))
+        stale: list[str] = []
+        idle: list[str] = []
+        stable = g.state is GroupState.STABLE
+        for m in g.members.values():
+            view = member_view(g, m, mono)
+            # Only in Stable: a member parked in a JoinGroup does not heartbeat (a long rebalance is "stuck"), and
+            # the session timer restarts when the group turns Stable.
+            age = min(view.since_last_heartbeat_ms, now - g.state_timestamp_ms)
+            if stable and q.stale_heartbeat_pct and age * 100 > m.session_timeout_ms * q.stale_heartbeat_pct:
+                stale.append(m.member_id)
+                items.append(AttentionItem(
+                    kind=AttentionKind.STALE_HEARTBEAT, group_id=gid, member_id=m.member_id,
+                    group_instance_id=m.group_instance_id, since_ms=now - age,
+                    detail=f"no heartbeat for {_duration(age)} "
+                    f"(session timeout {_duration(m.session_timeout_ms)})",
+                ))  # fmt: skip
+            if stable and view.assignment is not None and not any(view.assignment.values()):
+                idle.append(m.member_id)
+                items.append(AttentionItem(
+                    kind=AttentionKind.NO_PARTITIONS, group_id=gid, member_id=m.member_id,
+                    group_instance_id=m.group_instance_id, since_ms=g.state_timestamp_ms,
+                    detail=f"{m.client_id or m.member_id} owns no partitions",
+                ))  # fmt: skip
+        flapping = bool(q.flapping_per_hour) and rebalances >= q.flapping_per_hour
+        if flapping:
+            items.append(AttentionItem(
+                kind=AttentionKind.FLAPPING, group_id=gid, member_id=None, group_instance_id=None, since_ms=None,
+                detail=f"{rebalances} rebalances in the last hour (threshold {q.flapping_per_hour})",
+            ))  # fmt: skip
+        if refused:
+            items.append(AttentionItem(
+                kind=AttentionKind.JOIN_REFUSED, group_id=gid, member_id=None, group_instance_id=None, since_ms=None,
+                detail=f"{refused} JoinGroup request(s) refused in the last hour",
+            ))  # fmt: skip
+        in_state = now - g.state_timestamp_ms
+        if q.stuck_ms and g.state in _REBALANCING and in_state > q.stuck_ms:
+            items.append(AttentionItem(
+                kind=AttentionKind.STUCK, group_id=gid, member_id=None, group_instance_id=None,
+                since_ms=g.state_timestamp_ms, detail=f"{g.state.value} for {_duration(in_state)}",
+            ))  # fmt: skip
+        quiet_since = max(last_commit or 0, g.state_timestamp_ms)
+        if q.quiet_commits_ms and stable and g.members and now - quiet_since > q.quiet_commits_ms:
+            what = f"last commit {_duration(now - last_commit)} ago" if last_commit is not None else "no commit"
+            items.append(AttentionItem(
+                kind=AttentionKind.QUIET_COMMITS, group_id=gid, member_id=None, group_instance_id=None,
+                since_ms=quiet_since, detail=f"Stable with {len(g.members)} member(s), {what}",
+            ))  # fmt: skip
+        healths.append(GroupHealth(
+            group_id=gid, state=_state(g), state_since_ms=g.state_timestamp_ms, members=len(g.members),
+            rebalances_last_hour=rebalances, flapping=flapping, refused_joins_last_hour=refused,
+            last_commit_ms=last_commit, last_commit_age_ms=None if last_commit is None else max(0, now - last_commit),
+            stale_members=stale, members_without_partitions=idle,
+        ))  # fmt: skip
+    items.sort(key=lambda i: (_SEVERITY.index(i.kind), i.group_id))
+    thresholds = AttentionThresholds(**q.model_dump())
+    return respond(Attention(now_ms=now, thresholds=thresholds, items=items, groups=healths))
+
+
+async def get_events(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    events = request.app[keys.ACTIVITY].events(gid)
+    if group is None and not events:
+        raise json_error(404, f"unknown group {gid!r}")
+    return respond(GroupEvents(
+        group_id=gid,
+        events=[GroupEventView.model_validate(e, from_attributes=True) for e in events],
+        note="kept in memory since the daemon started: refused joins, static replacements, deletions",
+    ))  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------------------------ actions
 
 
@@ -514,6 +623,18 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("DELETE", "/v1/groups/{group}/members/{instance}", remove_member, "Remove a static member",
              "actions", {200: RemovedMember, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, mutating=True,
              path_descriptions={**GROUP, "instance": "The member's group.instance.id."}),
+    Endpoint("GET", "/v1/groups/{group}/events", get_events, "Recent refused joins, replacements, deletions",
+             "history", {200: GroupEvents, 404: ErrorBody}, path_descriptions=GROUP,
+             description="The group's last notable events that the rebalance history does not show as rebalances: "
+             "JoinGroups refused for the client's configuration (no record exists for them), static members "
+             "replaced by a new instance, the group deleted and created again. Kept in memory since the daemon "
+             "started: they do not survive a restart."),
+    Endpoint("GET", "/v1/attention", get_attention, "What needs attention now", "groups", {200: Attention},
+             query=AttentionQuery,
+             description="Flapping groups, stale heartbeats, members without partitions, groups stuck outside "
+             "Stable, Stable groups whose commits went quiet, refused joins; with each group's rebalances in the "
+             "last hour and the age of its last commit. Computed from the live groups and small in-memory counters "
+             "(since the daemon started), not from the stored history."),
     Endpoint("GET", "/v1/topics", list_topics, "Registered topics", "topics", {200: TopicList}),
     Endpoint("POST", "/v1/topics", create_topic, "Register a topic", "topics",
              {200: TopicView, 201: TopicView, 409: ErrorBody}, body=TopicCreate, mutating=True),

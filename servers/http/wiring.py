@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from coordinator.clock import Clock
+from runtime.activity import GroupActivity
 from runtime.metrics import Metrics
 
 from .app import create_http_app
@@ -29,6 +30,7 @@ from .history import HistorySource
 class Operator:
     metrics: Metrics
     history: HistorySource
+    activity: GroupActivity | None = None  # recent activity (runtime.activity), listening to the record stream
 
     def watch(self, core: Any) -> None:
         """Groups-by-state and member gauges, read from the live core at scrape time."""
@@ -45,5 +47,5 @@ class Operator:
     ) -> web.Application:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
-            token=token,
+            token=token, activity=self.activity,
         )  # fmt: skip

@@ -82,6 +82,9 @@ class Services:
     # ``requests`` answered requests of which this one was timed (Heartbeat), or with seconds None for an answer
     # counted but not timed (a Heartbeat refused with an error); e.g. Metrics.observe_request
     observe_request: RequestObserver | None = None
+    # called with (request, error) when a JoinGroup is answered with one of ``runtime.activity.JOIN_REFUSALS`` (a
+    # refusal changes no state, so no record tells of it); e.g. GroupActivity.join_refused
+    on_join_refused: Callable[[m.JoinGroupRequest, ErrorCode], None] | None = None
 
 
 # A handler returns the kio response body, a finished frame (bytes), or an awaitable of either for requests whose

@@ -20,6 +20,7 @@ from typing import Any
 from coordinator import messages as m
 from protocol.errors import ErrorCode
 from protocol.hot_responses import join_group_response_frame, sync_group_response_frame
+from runtime.activity import JOIN_REFUSALS
 
 from ._util import response_cls, then
 from .build import build
@@ -75,7 +76,16 @@ def join_response(ctx: RequestContext, result: m.JoinGroupResult) -> bytes:
 
 def handle_join_group(services: Services, ctx: RequestContext, body: Any) -> Any:
     request = join_request(ctx, body)
-    return then(services.coordinator.join_group(request), lambda r: join_response(ctx, r))
+    refused = services.on_join_refused
+    if refused is None:
+        return then(services.coordinator.join_group(request), lambda r: join_response(ctx, r))
+
+    def answer(result: m.JoinGroupResult) -> bytes:
+        if result.error in JOIN_REFUSALS:
+            refused(request, result.error)
+        return join_response(ctx, result)
+
+    return then(services.coordinator.join_group(request), answer)
 
 
 # ----------------------------------------------------------------------------------------------------- SyncGroup

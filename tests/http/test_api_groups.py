@@ -298,6 +298,8 @@ async def test_openapi_document_lists_every_route(client: Client) -> None:
         ("/v1/groups/{group}/offsets", "get"),
         ("/v1/groups/{group}/offsets", "delete"),
         ("/v1/groups/{group}/offsets/reset", "post"),
+        ("/v1/groups/{group}/events", "get"),
+        ("/v1/attention", "get"),
         ("/v1/groups/{group}/commits", "get"),
         ("/v1/groups/{group}/rebalances", "get"),
         ("/v1/groups/{group}/members/{instance}", "delete"),

@@ -30,6 +30,7 @@ from coordinator.messages import (
 from coordinator.record_log import MemoryLog
 from coordinator.topics import TopicRegistry
 from protocol.errors import ErrorCode
+from runtime.activity import GroupActivity
 from runtime.metrics import Metrics
 from runtime.record_stream import RecordStream
 from servers.http import MemoryHistory, ReadyState, create_http_app
@@ -87,6 +88,7 @@ class World:
     metrics: Metrics
     topics: TopicRegistry
     token: str | None
+    activity: GroupActivity
     ready: ReadyState = field(default_factory=lambda: ReadyState(True, "loaded"))
     app: web.Application = field(init=False)
 
@@ -103,6 +105,7 @@ class World:
             readiness=probe,
             token=self.token,
             deferred_timeout_s=0.5,
+            activity=self.activity,
         )
         self.metrics.watch_groups(self.core.groups.all_groups)
 
@@ -201,9 +204,10 @@ def make_world(*, token: str | None = None, per_group_labels: bool = True, auto_
     memory = MemoryLog(auto_commit=auto_commit)
     history = MemoryHistory()
     metrics = Metrics(per_group_labels=per_group_labels)
-    log = RecordStream(memory, metrics, history)
+    activity = GroupActivity(clock.now_ms)
+    log = RecordStream(memory, metrics, history, activity)
     core = GroupCoordinator(GroupConfig(), clock, timer, log)
     topics = TopicRegistry(auto_create=False)
     topics.add("orders", 4)
     topics.add("payments", 2)
-    return World(clock, timer, memory, core, history, metrics, topics, token)
+    return World(clock, timer, memory, core, history, metrics, topics, token, activity)

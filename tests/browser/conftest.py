@@ -6,16 +6,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from servers.http import HttpServer, start_http
 from tests.chromium import ensure_chromium
 from tests.http.world import Consumer, World, make_world
+
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
@@ -41,8 +45,8 @@ def run_chromium(binary: str, profile: Path, *args: str, timeout: float = 90) ->
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def populated_world() -> World:
-    world = make_world()
+def populated_world(token: str | None = None) -> World:
+    world = make_world(token=token)
     a, b, c = Consumer("checkout-1", "checkout-a"), Consumer("checkout-2"), Consumer("checkout-3")
     world.form_group("checkout", [a, b])
     world.advance(4_000)
@@ -56,9 +60,9 @@ def populated_world() -> World:
     return world
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[World, HttpServer]]:
-    world = populated_world()
+@contextlib.contextmanager
+def serve(world: World) -> Iterator[HttpServer]:
+    """The world's HTTP app on a background event loop; ``on_loop`` runs a change of the world on that loop."""
     loop = asyncio.new_event_loop()
     started = threading.Event()
     holder: dict[str, HttpServer] = {}
@@ -75,6 +79,25 @@ def served() -> Iterator[tuple[World, HttpServer]]:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     assert started.wait(10)
-    yield world, holder["server"]
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
+    world.loop = loop  # type: ignore[attr-defined]
+    try:
+        yield holder["server"]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def on_loop(world: World, fn: Callable[[], T]) -> T:
+    """Run ``fn`` (a change of the world's core) on the loop that serves it: the core is single-threaded."""
+
+    async def call() -> T:
+        return fn()
+
+    return asyncio.run_coroutine_threadsafe(call(), world.loop).result(10)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[World, HttpServer]]:
+    world = populated_world()
+    with serve(world) as server:
+        yield world, server

@@ -43,8 +43,12 @@ def test_groups_page_lists_groups_with_state_and_members(
     rows = dict(re.findall(r'<tr data-group="([^"]+)">(.*?)</tr>', dom, flags=re.S))
     assert set(rows) == {g.group_id for g in world.core.groups.all_groups()} == {"billing", "checkout", "reports"}
     assert 'class="badge Stable"' in rows["checkout"] and 'class="badge Empty"' in rows["reports"]
-    member_cells = re.findall(r'<td class="num">(\d+)</td>', rows["checkout"])
-    assert member_cells[-1] == "2"  # the members column
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", rows["checkout"], re.S)]
+    assert cells[5] == "2"  # the members column
+    assert cells[6] == "3"  # rebalances in the last hour: the three of populated_world
+    committed = world.core.offsets.committed("checkout").values()
+    age_ms = world.clock.now_ms() - max(o.commit_timestamp_ms for o in committed)
+    assert cells[7] == f"{age_ms / 1000:.2f} s ago"  # the last commit's age (the world's clock is manual)
 
     image = screenshot(chromium, tmp_path, server.url + "/", "groups.png")
     assert image.size == (1280, 900)

@@ -1,11 +1,26 @@
 // The operator dashboard: plain JavaScript on the daemon's own HTTP API (no build step, no CDN).
-// Routes: #/ (groups) and #/group/<id> (members, assignments, rebalance timeline). Refreshes every 5 seconds.
+//
+// Routes: #/ (what needs attention, then every group) and #/group/<id> (members, timeline, offsets, actions).
+// Data refreshes every 5 s (``?refresh=<ms>`` in the page URL changes that) WITHOUT rebuilding the page: a route
+// builds its skeleton once; a refresh only replaces the content of the regions whose HTML changed, and never
+// touches the controls (filters, action forms, a plan being confirmed) or a region holding the focused element.
+// Times: local time with its UTC offset everywhere (the header clock too), UTC in the tooltip.
+// Actions (reset offsets, delete offsets, delete the group, remove a static member) ask for the API token (kept in
+// sessionStorage), show what they will do, and need an explicit confirmation.
 "use strict";
 
-const REFRESH_MS = 5000;
+const REFRESH_MS = Number(new URLSearchParams(location.search).get("refresh")) || 5000;
+const THRESHOLDS = ["flapping_per_hour", "stale_heartbeat_pct", "stuck_ms", "quiet_commits_ms"];
 const view = document.getElementById("view");
 const statusEl = document.getElementById("status");
+const healthEl = document.getElementById("health");
+const clockEl = document.getElementById("clock");
 let timer = null;
+let routeKey = null; // the route whose skeleton is on the page
+let page = null; // that route's state (its regions, the last data)
+let refreshes = 0;
+
+// ----------------------------------------------------------------------------------------------------- helpers
 
 function esc(value) {
   return String(value ?? "").replace(/[&<>"']/g, (c) => ({
@@ -13,27 +28,60 @@ function esc(value) {
   }[c]));
 }
 
-async function api(path) {
-  const resp = await fetch(path, { headers: { Accept: "application/json" } });
-  const body = await resp.json().catch(() => ({}));
-  if (!resp.ok) {
-    const err = new Error(body.error || resp.statusText);
-    err.status = resp.status;
-    throw err;
-  }
-  return body;
+function token() {
+  return sessionStorage.getItem("kgc-token") || "";
 }
 
+async function api(path, { method = "GET", body } = {}) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && token()) headers.Authorization = `Bearer ${token()}`;
+  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await resp.json().catch(() => ({}));
+  if (!resp.ok) {
+    const err = new Error(data.error || resp.statusText);
+    err.status = resp.status;
+    err.body = data;
+    throw err;
+  }
+  return data;
+}
+
+const pad = (n, w = 2) => String(n).padStart(w, "0");
+
+function zoneLabel(d) {
+  const off = -d.getTimezoneOffset();
+  const sign = off < 0 ? "-" : "+";
+  return `UTC${sign}${pad(Math.floor(Math.abs(off) / 60))}:${pad(Math.abs(off) % 60)}`;
+}
+
+function localText(d) {
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} `
+    + `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${zoneLabel(d)}`;
+}
+
+function utcText(d) {
+  return `${d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "")} UTC`;
+}
+
+// Every time on the page: local time with its offset; the UTC time in the tooltip and in datetime.
 function fmtTime(ms) {
-  if (ms === null || ms === undefined) return "–";
-  return new Date(ms).toISOString().replace("T", " ").replace("Z", "");
+  if (ms === null || ms === undefined || ms < 0) return '<span class="muted">–</span>';
+  const d = new Date(ms);
+  return `<time datetime="${d.toISOString()}" title="${utcText(d)}">${localText(d)}</time>`;
 }
 
 function fmtDuration(ms) {
   if (ms === null || ms === undefined) return "–";
   if (ms < 1000) return `${ms} ms`;
   if (ms < 120000) return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
-  return `${(ms / 60000).toFixed(1)} min`;
+  if (ms < 7200000) return `${(ms / 60000).toFixed(1)} min`;
+  return `${(ms / 3600000).toFixed(1)} h`;
+}
+
+function fmtAge(ms, at) {
+  if (ms === null || ms === undefined) return '<span class="muted">never</span>';
+  return `<span title="${at ? utcText(new Date(at)) : ""}">${fmtDuration(ms)} ago</span>`;
 }
 
 function badge(state) {
@@ -44,10 +92,16 @@ function causeBadge(cause) {
   return `<span class="badge cause ${esc(cause)}">${esc(cause.replace(/_/g, " "))}</span>`;
 }
 
+function kindBadge(kind) {
+  return `<span class="badge kind ${esc(kind)}">${esc(kind.replace(/_/g, " "))}</span>`;
+}
+
 function fmtAssignment(assignment) {
   if (assignment === null || assignment === undefined) return '<span class="muted">–</span>';
   const topics = Object.keys(assignment).sort();
-  if (!topics.length) return '<span class="muted">none</span>';
+  if (!topics.length || topics.every((t) => !assignment[t].length)) {
+    return '<span class="muted">none</span>';
+  }
   return topics.map((t) => `<code>${esc(t)}</code>: ${esc(assignment[t].join(", "))}`).join("<br>");
 }
 
@@ -56,31 +110,119 @@ function shortId(id) {
   return id.length > 28 ? `${id.slice(0, 12)}…${id.slice(-8)}` : id;
 }
 
+function hashParams() {
+  return new URLSearchParams(location.hash.split("?")[1] || "");
+}
+
+function attentionQuery() {
+  const params = hashParams();
+  const q = new URLSearchParams();
+  for (const name of THRESHOLDS) if (params.get(name)) q.set(name, params.get(name));
+  return `/v1/attention?${q}`;
+}
+
+// Replace a region's content only when its HTML changed, and never under the user's focus.
+function patch(el, html) {
+  if (!el || el._html === html) return;
+  if (el.contains(document.activeElement) && document.activeElement !== document.body) return;
+  el.innerHTML = html;
+  el._html = html;
+}
+
+function region(id) {
+  return document.getElementById(id);
+}
+
+// ----------------------------------------------------------------------------------------------- header: health
+
+function tickClock() {
+  const now = new Date();
+  clockEl.textContent = localText(now);
+  clockEl.title = utcText(now);
+}
+
+async function refreshHealth() {
+  let ready;
+  try {
+    const resp = await fetch("/readyz", { headers: { Accept: "application/json" } });
+    ready = await resp.json().catch(() => ({ ready: false, detail: `HTTP ${resp.status}` }));
+  } catch (err) {
+    ready = { ready: false, detail: `daemon unreachable: ${err.message}` };
+  }
+  healthEl.className = `health ${ready.ready ? "ok" : "bad"}`;
+  healthEl.dataset.ready = ready.ready ? "1" : "0";
+  healthEl.textContent = ready.ready ? `Ready · ${ready.detail}` : `NOT READY · ${ready.detail}`;
+}
+
+// ------------------------------------------------------------------------------------------ needs attention list
+
+function attentionList(items, withGroup = true) {
+  if (!items.length) return '<p class="ok-text">Nothing needs attention.</p>';
+  const rows = items.map((i) => `
+    <tr data-kind="${esc(i.kind)}" data-attention-group="${esc(i.group_id)}">
+      <td>${kindBadge(i.kind)}</td>
+      ${withGroup ? `<td><a href="#/group/${encodeURIComponent(i.group_id)}">${esc(i.group_id)}</a></td>` : ""}
+      <td class="mono" title="${esc(i.member_id || "")}">${esc(i.group_instance_id || shortId(i.member_id))}</td>
+      <td>${esc(i.detail)}</td>
+      <td>${fmtTime(i.since_ms)}</td>
+    </tr>`).join("");
+  return `<table class="attention"><thead><tr><th>What</th>${withGroup ? "<th>Group</th>" : ""}<th>Member</th>
+    <th>Detail</th><th>Since</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
 // ----------------------------------------------------------------------------------------------- groups page
 
-async function renderGroups() {
-  const params = new URLSearchParams(location.hash.split("?")[1] || "");
-  const state = params.get("state") || "";
-  const query = new URLSearchParams({ limit: "1000" });
-  if (state) query.set("state", state);
-  const data = await api(`/v1/groups?${query}`);
-  const all = state ? (await api("/v1/groups?limit=1000")).groups : data.groups;
+function groupsSkeleton() {
+  const state = hashParams().get("state") || "";
+  const states = ["", "Stable", "PreparingRebalance", "CompletingRebalance", "Empty"];
+  const options = states.map((s) => `<option value="${s}"${s === state ? " selected" : ""}>${s || "all states"}</option>`);
+  view.dataset.view = "groups";
+  view.innerHTML = `
+    <h1>Needs attention</h1>
+    <div class="panel" id="attention"></div>
+    <h1>Consumer groups</h1>
+    <div class="cards" id="cards"></div>
+    <div class="filters"><label for="state">State</label><select id="state">${options.join("")}</select></div>
+    <table id="groups">
+      <thead><tr><th>Group</th><th>State</th><th>Type</th><th>Protocol</th>
+        <th class="num">Generation</th><th class="num">Members</th><th class="num" title="rebalances started in the
+        last hour (since the daemon started)">Rebalances/h</th><th>Last commit</th><th class="num">Issues</th></tr></thead>
+      <tbody id="groups-body"></tbody>
+    </table>`;
+  region("state").addEventListener("change", (e) => {
+    const params = hashParams();
+    if (e.target.value) params.set("state", e.target.value); else params.delete("state");
+    location.hash = `#/?${params}`;
+  });
+}
+
+async function refreshGroups() {
+  const state = hashParams().get("state") || "";
+  const [list, attention] = await Promise.all([api("/v1/groups?limit=1000"), api(attentionQuery())]);
+  const all = list.groups;
   const counts = {};
   let members = 0;
   for (const g of all) {
     counts[g.state] = (counts[g.state] || 0) + 1;
     members += g.members;
   }
-  const cards = [
+  patch(region("cards"), [
     ["Groups", all.length],
     ["Members", members],
     ["Stable", counts.Stable || 0],
     ["Rebalancing", (counts.PreparingRebalance || 0) + (counts.CompletingRebalance || 0)],
     ["Empty", counts.Empty || 0],
-  ].map(([l, n]) => `<div class="card"><div class="n">${n}</div><div class="l">${l}</div></div>`).join("");
-  const states = ["", "Stable", "PreparingRebalance", "CompletingRebalance", "Empty"];
-  const options = states.map((s) => `<option value="${s}"${s === state ? " selected" : ""}>${s || "all states"}</option>`);
-  const rows = data.groups.map((g) => `
+    ["Need attention", new Set(attention.items.map((i) => i.group_id)).size],
+  ].map(([l, n]) => `<div class="card"><div class="n">${n}</div><div class="l">${l}</div></div>`).join(""));
+  patch(region("attention"), attentionList(attention.items));
+  const health = Object.fromEntries(attention.groups.map((h) => [h.group_id, h]));
+  const issues = {};
+  for (const i of attention.items) issues[i.group_id] = (issues[i.group_id] || 0) + 1;
+  const shown = state ? all.filter((g) => g.state === state) : all;
+  const rows = shown.map((g) => {
+    const h = health[g.group_id] || {};
+    const flap = h.flapping ? ' <span class="badge kind flapping">flapping</span>' : "";
+    return `
     <tr data-group="${esc(g.group_id)}">
       <td><a href="#/group/${encodeURIComponent(g.group_id)}">${esc(g.group_id)}</a></td>
       <td>${badge(g.state)}</td>
@@ -88,44 +230,48 @@ async function renderGroups() {
       <td>${esc(g.protocol || "–")}</td>
       <td class="num">${g.generation_id}</td>
       <td class="num">${g.members}</td>
-    </tr>`).join("");
-  view.dataset.view = "groups";
-  view.innerHTML = `
-    <h1>Consumer groups</h1>
-    <div class="cards">${cards}</div>
-    <div class="filters"><label for="state">State</label><select id="state">${options.join("")}</select></div>
-    <table id="groups">
-      <thead><tr><th>Group</th><th>State</th><th>Type</th><th>Protocol</th>
-        <th class="num">Generation</th><th class="num">Members</th></tr></thead>
-      <tbody>${rows || '<tr><td colspan="6" class="muted">No groups.</td></tr>'}</tbody>
-    </table>`;
-  document.getElementById("state").addEventListener("change", (e) => {
-    location.hash = e.target.value ? `#/?state=${e.target.value}` : "#/";
-  });
+      <td class="num rph">${h.rebalances_last_hour ?? "–"}${flap}</td>
+      <td class="age">${fmtAge(h.last_commit_age_ms, h.last_commit_ms)}</td>
+      <td class="num issues${issues[g.group_id] ? " warn" : ""}">${issues[g.group_id] || ""}</td>
+    </tr>`;
+  }).join("");
+  patch(region("groups-body"), rows || '<tr><td colspan="9" class="muted">No groups.</td></tr>');
 }
 
 // ------------------------------------------------------------------------------------------------ group page
 
-function timeline(rebalances) {
-  if (!rebalances.length) return '<p class="muted">No rebalances recorded.</p>';
+function timeline(rebalances, events) {
+  if (!rebalances.length && !events.length) return '<p class="muted">No rebalances recorded.</p>';
   const longest = Math.max(1, ...rebalances.map((r) => r.duration_ms ?? r.join_duration_ms ?? 0));
-  const rows = rebalances.map((r) => {
-    const join = r.join_duration_ms ?? 0;
-    const sync = r.sync_duration_ms ?? 0;
-    let bar;
-    if (r.outcome === "in_progress" || r.outcome === "restarted") {
-      bar = '<div class="open"></div>';
-    } else {
-      const jw = (100 * join) / longest;
-      const sw = (100 * sync) / longest;
-      bar = `<div class="join" style="width:${Math.max(jw, 0.5)}%"></div>`
-        + `<div class="sync" style="left:${jw}%;width:${Math.max(sw, sync ? 0.5 : 0)}%"></div>`;
-    }
-    const moved = r.partitions_moved === null ? "–" : r.partitions_moved.length;
-    const ins = r.members_in.map((m) => esc(m.client_id || shortId(m.member_id))).join(", ");
-    const outs = r.members_out.map((m) => `${esc(m.group_instance_id || shortId(m.member_id))} (${esc(m.cause)})`).join(", ");
-    const gen = `${r.from_generation} → ${r.to_generation ?? "?"}`;
-    return `
+  const entries = rebalances.map((r) => ({ at: r.started_ms, html: rebalanceRow(r, longest) }))
+    .concat(events.map((e) => ({ at: e.timestamp_ms, html: markerRow(e) })));
+  entries.sort((a, b) => b.at - a.at); // newest first (stable: rebalances keep their order)
+  return `<div class="legend"><span><i style="background:var(--join)"></i>join phase</span>
+    <span><i style="background:var(--sync)"></i>sync phase</span>
+    <span><i style="background:#f0c46c"></i>in progress / restarted</span>
+    <span><i class="dot join_refused"></i>refused join</span>
+    <span><i class="dot static_replacement"></i>static replacement</span>
+    <span><i class="dot group_deleted"></i>deleted / recreated</span></div>
+    <div class="timeline" id="timeline">${entries.map((e) => e.html).join("")}</div>`;
+}
+
+function rebalanceRow(r, longest) {
+  const join = r.join_duration_ms ?? 0;
+  const sync = r.sync_duration_ms ?? 0;
+  let bar;
+  if (r.outcome === "in_progress" || r.outcome === "restarted") {
+    bar = '<div class="open"></div>';
+  } else {
+    const jw = (100 * join) / longest;
+    const sw = (100 * sync) / longest;
+    bar = `<div class="join" style="width:${Math.max(jw, 0.5)}%"></div>`
+      + `<div class="sync" style="left:${jw}%;width:${Math.max(sw, sync ? 0.5 : 0)}%"></div>`;
+  }
+  const moved = r.partitions_moved === null ? "–" : r.partitions_moved.length;
+  const ins = r.members_in.map((m) => esc(m.client_id || shortId(m.member_id))).join(", ");
+  const outs = r.members_out.map((m) => `${esc(m.group_instance_id || shortId(m.member_id))} (${esc(m.cause)})`).join(", ");
+  const gen = `${r.from_generation} → ${r.to_generation ?? "?"}`;
+  return `
       <div class="tl-row" data-cause="${esc(r.cause)}">
         <span class="mono">${fmtTime(r.started_ms)}</span>
         <span>${causeBadge(r.cause)}</span>
@@ -135,37 +281,63 @@ function timeline(rebalances) {
           · join ${fmtDuration(r.join_duration_ms)} · sync ${fmtDuration(r.sync_duration_ms)}
           · partitions moved: ${moved}${ins ? ` · in: ${ins}` : ""}${outs ? ` · out: ${outs}` : ""}</div>
       </div>`;
-  }).join("");
-  return `<div class="legend"><span><i style="background:var(--join)"></i>join phase</span>
-    <span><i style="background:var(--sync)"></i>sync phase</span>
-    <span><i style="background:#f0c46c"></i>in progress / restarted</span></div>
-    <div class="timeline" id="timeline">${rows}</div>`;
 }
 
-async function renderGroup(groupId) {
-  const enc = encodeURIComponent(groupId);
-  const [group, history, offsets] = await Promise.all([
-    api(`/v1/groups/${enc}`),
-    api(`/v1/groups/${enc}/rebalances?limit=50`).catch(() => ({ rebalances: [], total: 0 })),
-    api(`/v1/groups/${enc}/offsets`).catch(() => ({ offsets: [] })),
-  ]);
-  const members = group.members.map((m) => `
-    <tr data-member="${esc(m.member_id)}">
-      <td class="mono" title="${esc(m.member_id)}">${esc(shortId(m.member_id))}${m.member_id === group.leader ? " <b>(leader)</b>" : ""}</td>
-      <td>${esc(m.group_instance_id || "–")}</td>
-      <td>${esc(m.client_id)}</td>
-      <td>${esc(m.client_host)}</td>
-      <td class="num">${fmtDuration(m.since_last_heartbeat_ms)}</td>
-      <td class="num">${fmtDuration(m.session_timeout_ms)}</td>
-      <td>${m.subscription ? m.subscription.map((t) => `<code>${esc(t)}</code>`).join(" ") : esc(m.protocols.join(", "))}</td>
-      <td>${fmtAssignment(m.assignment)}</td>
-    </tr>`).join("");
-  const offsetRows = offsets.offsets.map((o) => `
-    <tr><td><code>${esc(o.topic)}</code></td><td class="num">${o.partition}</td><td class="num">${o.offset}</td>
-      <td>${fmtTime(o.commit_timestamp_ms)}</td></tr>`).join("");
+function markerRow(e) {
+  let who = "";
+  if (e.kind === "join_refused") {
+    who = ` · ${esc(e.error)} · client ${esc(e.client_id || "–")} ${esc(e.client_host || "")}`;
+  } else if (e.kind === "static_replacement") {
+    who = ` · ${esc(shortId(e.previous_member_id))} → ${esc(shortId(e.member_id))} (${esc(e.client_id || "")})`;
+  }
+  return `
+      <div class="tl-mark" data-kind="${esc(e.kind)}">
+        <span class="mono">${fmtTime(e.timestamp_ms)}</span>
+        <span>${kindBadge(e.kind)}</span>
+        <div class="tl-mdetail">${esc(e.detail)}${who}</div>
+      </div>`;
+}
+
+function groupSkeleton(groupId) {
   view.dataset.view = "group";
   view.innerHTML = `
     <p><a href="#/">← all groups</a></p>
+    <div id="g-head"></div>
+    <div id="g-attention"></div>
+    <h2>Members and assignments</h2>
+    <table id="members">
+      <thead><tr><th>Member</th><th>Instance</th><th>Client</th><th>Host</th><th class="num">Last heartbeat</th>
+        <th class="num">Session</th><th>Subscription</th><th>Assignment</th></tr></thead>
+      <tbody id="members-body"></tbody>
+    </table>
+    <h2>Rebalance timeline <span class="muted" id="tl-count"></span></h2>
+    <div class="panel" id="g-timeline"></div>
+    <h2>Committed offsets</h2>
+    <table id="offsets">
+      <thead><tr><th>Topic</th><th class="num">Partition</th><th class="num">Offset</th><th>Owner</th>
+        <th>Committed</th></tr></thead>
+      <tbody id="offsets-body"></tbody>
+    </table>
+    <h2>Actions</h2>
+    ${actionsSkeleton()}`;
+  wireActions(groupId);
+}
+
+async function refreshGroup(groupId) {
+  const enc = encodeURIComponent(groupId);
+  const [group, history, offsets, events, attention] = await Promise.all([
+    api(`/v1/groups/${enc}`),
+    api(`/v1/groups/${enc}/rebalances?limit=50`).catch(() => ({ rebalances: [], total: 0 })),
+    api(`/v1/groups/${enc}/offsets`).catch(() => ({ offsets: [] })),
+    api(`/v1/groups/${enc}/events`).catch(() => ({ events: [] })),
+    api(attentionQuery()).catch(() => ({ items: [], groups: [] })),
+  ]);
+  page.group = group;
+  page.offsets = offsets.offsets;
+  const health = attention.groups.find((h) => h.group_id === groupId) || {};
+  const stale = new Set(health.stale_members || []);
+  const idle = new Set(health.members_without_partitions || []);
+  patch(region("g-head"), `
     <h1>${esc(group.group_id)} ${badge(group.state)}</h1>
     <div class="panel kv">
       <div>Generation</div><div>${group.generation_id}</div>
@@ -173,47 +345,265 @@ async function renderGroup(groupId) {
       <div>Leader</div><div class="mono">${esc(group.leader || "–")}</div>
       <div>State since</div><div>${fmtTime(group.state_since_ms)}</div>
       <div>Members</div><div>${group.members.length}</div>
-    </div>
-    <h2>Members and assignments</h2>
-    <table id="members">
-      <thead><tr><th>Member</th><th>Instance</th><th>Client</th><th>Host</th><th class="num">Last heartbeat</th>
-        <th class="num">Session</th><th>Subscription</th><th>Assignment</th></tr></thead>
-      <tbody>${members || '<tr><td colspan="8" class="muted">No members.</td></tr>'}</tbody>
-    </table>
-    <h2>Rebalance timeline <span class="muted">(${history.total} recorded, newest first)</span></h2>
-    <div class="panel">${timeline(history.rebalances)}</div>
-    <h2>Committed offsets</h2>
-    <table id="offsets">
-      <thead><tr><th>Topic</th><th class="num">Partition</th><th class="num">Offset</th><th>Committed</th></tr></thead>
-      <tbody>${offsetRows || '<tr><td colspan="4" class="muted">No committed offsets.</td></tr>'}</tbody>
-    </table>`;
+      <div>Rebalances/h</div><div>${health.rebalances_last_hour ?? "–"}${health.flapping ? " " + kindBadge("flapping") : ""}</div>
+      <div>Last commit</div><div>${fmtAge(health.last_commit_age_ms, health.last_commit_ms)}${health.last_commit_ms ? ` (${fmtTime(health.last_commit_ms)})` : ""}</div>
+    </div>`);
+  const mine = attention.items.filter((i) => i.group_id === groupId);
+  patch(region("g-attention"), mine.length ? `<div class="panel warn-panel"><h2>Needs attention</h2>${attentionList(mine, false)}</div>` : "");
+  const members = group.members.map((m) => `
+    <tr data-member="${esc(m.member_id)}">
+      <td class="mono" title="${esc(m.member_id)}">${esc(shortId(m.member_id))}${m.member_id === group.leader ? " <b>(leader)</b>" : ""}</td>
+      <td>${esc(m.group_instance_id || "–")}</td>
+      <td>${esc(m.client_id)}</td>
+      <td>${esc(m.client_host)}</td>
+      <td class="num${stale.has(m.member_id) ? " stale" : ""}">${fmtDuration(m.since_last_heartbeat_ms)}${stale.has(m.member_id) ? ' <span class="badge kind stale_heartbeat">stale</span>' : ""}</td>
+      <td class="num">${fmtDuration(m.session_timeout_ms)}</td>
+      <td>${m.subscription ? m.subscription.map((t) => `<code>${esc(t)}</code>`).join(" ") : esc(m.protocols.join(", "))}</td>
+      <td${idle.has(m.member_id) ? ' class="idle"' : ""}>${fmtAssignment(m.assignment)}${idle.has(m.member_id) ? ' <span class="badge kind no_partitions">owns no partitions</span>' : ""}</td>
+    </tr>`).join("");
+  patch(region("members-body"), members || '<tr><td colspan="8" class="muted">No members.</td></tr>');
+  patch(region("tl-count"), `(${history.total} rebalances recorded, newest first; ${events.events.length} events since the daemon started)`);
+  patch(region("g-timeline"), timeline(history.rebalances, events.events));
+  const owners = {};
+  for (const m of group.members) {
+    for (const [t, parts] of Object.entries(m.assignment || {})) {
+      for (const p of parts) owners[`${t}/${p}`] = m;
+    }
+  }
+  const offsetRows = offsets.offsets.map((o) => {
+    const owner = owners[`${o.topic}/${o.partition}`];
+    const ownerCell = owner
+      ? `<span title="${esc(owner.member_id)}">${esc(owner.client_id)} <span class="mono muted">${esc(owner.group_instance_id || shortId(owner.member_id))}</span></span>`
+      : '<span class="muted">unowned</span>';
+    return `
+    <tr data-tp="${esc(o.topic)}/${o.partition}"><td><code>${esc(o.topic)}</code></td><td class="num">${o.partition}</td>
+      <td class="num">${o.offset}</td><td class="owner" data-owner="${esc(owner ? owner.member_id : "")}">${ownerCell}</td>
+      <td>${fmtTime(o.commit_timestamp_ms)}</td></tr>`;
+  }).join("");
+  patch(region("offsets-body"), offsetRows || '<tr><td colspan="5" class="muted">No committed offsets.</td></tr>');
+  refreshActionChoices(group);
+}
+
+// ---------------------------------------------------------------------------------------------------- actions
+
+const STRATEGIES = {
+  "to-earliest": null, "to-latest": null, "to-current": null,
+  "to-offset": ["to_offset", "offset, e.g. 0"],
+  "shift-by": ["shift_by", "shift, e.g. -10"],
+  "to-datetime": ["to_datetime", "ISO 8601 with a zone, e.g. 2026-01-01T00:00:00Z"],
+  "by-duration": ["by_duration_ms", "milliseconds back, e.g. 3600000"],
+};
+
+function actionsSkeleton() {
+  const strategies = Object.keys(STRATEGIES).map((s) => `<option value="${s}">${s}</option>`).join("");
+  return `
+    <div class="panel actions" id="actions">
+      <div class="row"><label for="token">API token</label>
+        <input id="token" type="password" autocomplete="off" placeholder="bearer token (kept for this tab only)">
+        <span class="muted">Actions change the group: each shows what it will do and waits for a confirmation.</span></div>
+      <fieldset id="act-reset"><legend>Reset offsets</legend>
+        <div class="row"><label for="reset-strategy">Strategy</label><select id="reset-strategy">${strategies}</select>
+          <input id="reset-value" placeholder="" disabled>
+          <label for="reset-scope">Partitions</label>
+          <input id="reset-scope" value="all" title='"all": every committed partition; or topic or topic:0,1,2 (several separated by spaces)'>
+          <button id="reset-plan-btn" type="button">Dry run</button></div>
+        <div id="reset-plan" class="plan"></div>
+      </fieldset>
+      <fieldset id="act-delete-offsets"><legend>Delete committed offsets</legend>
+        <div class="row"><label for="del-offsets-scope">Partitions</label>
+          <input id="del-offsets-scope" placeholder="topic or topic:0,1">
+          <button id="del-offsets-btn" type="button">Show what will be deleted</button></div>
+        <div id="del-offsets-plan" class="plan"></div>
+      </fieldset>
+      <fieldset id="act-remove-member"><legend>Remove a static member</legend>
+        <div class="row"><label for="member-select">Member</label><select id="member-select"></select>
+          <button id="remove-member-btn" type="button">Show what will be removed</button></div>
+        <div id="remove-member-plan" class="plan"></div>
+      </fieldset>
+      <fieldset id="act-delete-group"><legend>Delete the group</legend>
+        <div class="row"><button id="delete-group-btn" type="button">Show what will be deleted</button></div>
+        <div id="delete-group-plan" class="plan"></div>
+      </fieldset>
+    </div>`;
+}
+
+// "all" or "topic topic:0,1" -> the API's topics selection
+function parseScope(text) {
+  const t = text.trim();
+  if (!t || t === "all") return "all";
+  return t.split(/\s+/).map((part) => {
+    const [topic, parts] = part.split(":");
+    const sel = { topic };
+    if (parts) sel.partitions = parts.split(",").filter(Boolean).map(Number);
+    return sel;
+  });
+}
+
+function errorText(err) {
+  return `<p class="error" data-status="${err.status || ""}">${err.status ? `HTTP ${err.status}: ` : ""}${esc(err.message)}</p>`;
+}
+
+// A plan area: what the action will do, then Confirm / Cancel. Confirm runs ``execute`` once.
+function showPlan(el, html, confirmLabel, execute) {
+  el.innerHTML = `${html}<div class="row"><button type="button" class="danger confirm">${esc(confirmLabel)}</button>
+    <button type="button" class="cancel">Cancel</button></div>`;
+  el.querySelector(".cancel").addEventListener("click", () => { el.innerHTML = ""; });
+  el.querySelector(".confirm").addEventListener("click", async (e) => {
+    e.target.disabled = true;
+    try {
+      el.innerHTML = await execute();
+      refreshSoon();
+    } catch (err) {
+      el.innerHTML = errorText(err);
+    }
+  });
+}
+
+function planTable(partitions) {
+  const rows = partitions.map((p) => `<tr data-tp="${esc(p.topic)}/${p.partition}"><td><code>${esc(p.topic)}</code></td>
+    <td class="num">${p.partition}</td><td class="num">${p.current_offset ?? "–"}</td><td class="num">${p.new_offset}</td></tr>`);
+  return `<table class="plan-table"><thead><tr><th>Topic</th><th class="num">Partition</th><th class="num">Current</th>
+    <th class="num">New</th></tr></thead><tbody>${rows.join("") || '<tr><td colspan="4" class="muted">No partitions.</td></tr>'}</tbody></table>`;
+}
+
+function wireActions(groupId) {
+  const enc = encodeURIComponent(groupId);
+  const tokenInput = region("token");
+  tokenInput.value = token();
+  tokenInput.addEventListener("input", () => sessionStorage.setItem("kgc-token", tokenInput.value));
+
+  const strategy = region("reset-strategy");
+  const value = region("reset-value");
+  strategy.addEventListener("change", () => {
+    const spec = STRATEGIES[strategy.value];
+    value.disabled = !spec;
+    value.placeholder = spec ? spec[1] : "";
+    region("reset-plan").innerHTML = "";
+  });
+  region("reset-plan-btn").addEventListener("click", async () => {
+    const plan = region("reset-plan");
+    const spec = STRATEGIES[strategy.value];
+    const body = { strategy: strategy.value, topics: parseScope(region("reset-scope").value) };
+    if (spec) body[spec[0]] = spec[0] === "to_datetime" ? value.value.trim() : Number(value.value);
+    plan.innerHTML = '<p class="muted">Planning…</p>';
+    try {
+      const dry = await api(`/v1/groups/${enc}/offsets/reset`, { method: "POST", body: { ...body, execute: false } });
+      showPlan(plan, `<p>Dry run of <b>${esc(dry.strategy)}</b>: nothing has changed yet. Executing writes these
+        offsets for group <b>${esc(groupId)}</b>:</p>${planTable(dry.partitions)}`, "Execute this reset", async () => {
+        const done = await api(`/v1/groups/${enc}/offsets/reset`, { method: "POST", body: { ...body, execute: true } });
+        return `<p class="ok-text" data-done="reset">Offsets reset on ${done.partitions.length} partition(s).</p>${planTable(done.partitions)}`;
+      });
+    } catch (err) {
+      plan.innerHTML = errorText(err);
+    }
+  });
+
+  region("del-offsets-btn").addEventListener("click", () => {
+    const plan = region("del-offsets-plan");
+    const scope = parseScope(region("del-offsets-scope").value);
+    if (scope === "all") {
+      plan.innerHTML = '<p class="error">Name the topic (and optionally its partitions) whose offsets to delete.</p>';
+      return;
+    }
+    const wanted = (o) => scope.some((s) => s.topic === o.topic && (!s.partitions || s.partitions.includes(o.partition)));
+    const hit = (page.offsets || []).filter(wanted);
+    const rows = hit.map((o) => ({ topic: o.topic, partition: o.partition, current_offset: o.offset, new_offset: "deleted" }));
+    showPlan(plan, `<p>Deletes these committed offsets of group <b>${esc(groupId)}</b> (its consumers then start from
+      their auto.offset.reset):</p>${planTable(rows)}`, "Delete these offsets", async () => {
+      const done = await api(`/v1/groups/${enc}/offsets`, { method: "DELETE", body: { topics: scope } });
+      const lines = done.partitions.map((p) => `<li>${esc(p.topic)}:${p.partition} ${p.error ? `<span class="error">${esc(p.error)}</span>` : "deleted"}</li>`);
+      return `<p class="ok-text" data-done="delete-offsets">Answer per partition:</p><ul>${lines.join("")}</ul>`;
+    });
+  });
+
+  region("remove-member-btn").addEventListener("click", () => {
+    const plan = region("remove-member-plan");
+    const instance = region("member-select").value;
+    if (!instance) {
+      plan.innerHTML = '<p class="muted">The group has no static member (group.instance.id).</p>';
+      return;
+    }
+    const m = (page.group.members || []).find((x) => x.group_instance_id === instance);
+    showPlan(plan, `<p>Removes static member <b>${esc(instance)}</b>${m ? ` (member ${esc(shortId(m.member_id))}, client
+      ${esc(m.client_id)} at ${esc(m.client_host)})` : ""} from group <b>${esc(groupId)}</b>: the group rebalances
+      (cause admin_action).</p>`, "Remove this member", async () => {
+      await api(`/v1/groups/${enc}/members/${encodeURIComponent(instance)}`, { method: "DELETE" });
+      return `<p class="ok-text" data-done="remove-member">Member ${esc(instance)} removed.</p>`;
+    });
+  });
+
+  region("delete-group-btn").addEventListener("click", () => {
+    const plan = region("delete-group-plan");
+    const g = page.group;
+    const n = (page.offsets || []).length;
+    showPlan(plan, `<p>Deletes group <b>${esc(groupId)}</b> (${esc(g.state)}, ${g.members.length} member(s)) and its
+      ${n} committed offset(s). Only an Empty group can be deleted.</p>`, "Delete this group", async () => {
+      await api(`/v1/groups/${enc}`, { method: "DELETE" });
+      return `<p class="ok-text" data-done="delete-group">Group ${esc(groupId)} deleted. <a href="#/">All groups</a></p>`;
+    });
+  });
+}
+
+// The static members' choice follows the group, keeping the selection.
+function refreshActionChoices(group) {
+  const select = region("member-select");
+  // Left alone while in use, once it has its choices (a first fill comes even under the focus).
+  if (!select || (select === document.activeElement && select._html !== undefined)) return;
+  const instances = group.members.map((m) => m.group_instance_id).filter(Boolean).sort();
+  const html = instances.map((i) => `<option value="${esc(i)}">${esc(i)}</option>`).join("")
+    || '<option value="">(no static members)</option>';
+  if (select._html === html) return;
+  const chosen = select.value;
+  select.innerHTML = html;
+  select._html = html;
+  if (instances.includes(chosen)) select.value = chosen;
 }
 
 // ----------------------------------------------------------------------------------------------------- router
 
-async function render() {
-  clearTimeout(timer);
+function currentRoute() {
   const hash = location.hash || "#/";
+  const m = hash.match(/^#\/group\/([^?]+)/);
+  return m ? { key: `group:${m[1]}`, group: decodeURIComponent(m[1]) } : { key: `groups:${hash}`, group: null };
+}
+
+async function refresh() {
+  clearTimeout(timer);
+  const route = currentRoute();
   try {
-    const m = hash.match(/^#\/group\/([^?]+)/);
-    if (m) {
-      await renderGroup(decodeURIComponent(m[1]));
-    } else {
-      await renderGroups();
+    if (route.key !== routeKey) {
+      routeKey = route.key;
+      page = {};
+      if (route.group !== null) groupSkeleton(route.group); else groupsSkeleton();
     }
-    statusEl.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    await Promise.all([
+      route.group !== null ? refreshGroup(route.group) : refreshGroups(),
+      refreshHealth(),
+    ]);
+    statusEl.innerHTML = `updated ${fmtTime(Date.now())}`;
     statusEl.classList.remove("error");
   } catch (err) {
     statusEl.textContent = `error: ${err.message}`;
     statusEl.classList.add("error");
-    if (err.status === 404) {
+    if (err.status === 404 && route.group !== null) {
+      routeKey = null;
       view.dataset.view = "missing";
       view.innerHTML = `<p><a href="#/">← all groups</a></p><p class="error">${esc(err.message)}</p>`;
     }
   }
+  refreshes += 1;
+  view.dataset.refreshes = String(refreshes);
+  view.dataset.route = routeKey || "";
   view.dataset.ready = "1";
-  timer = setTimeout(render, REFRESH_MS);
+  timer = setTimeout(refresh, REFRESH_MS);
 }
 
-window.addEventListener("hashchange", render);
-render();
+function refreshSoon() {
+  clearTimeout(timer);
+  timer = setTimeout(refresh, 200);
+}
+
+window.addEventListener("hashchange", refresh);
+tickClock();
+setInterval(tickClock, 1000);
+refresh();

@@ -5,6 +5,8 @@
     kgc groups offsets GROUP
     kgc groups commits GROUP [--since T] [--until T] [--limit N]
     kgc groups rebalances GROUP [--since T] [--until T] [--limit N]
+    kgc groups events GROUP                       (refused joins, static replacements, deletions: since start)
+    kgc groups attention [--flapping-per-hour N] [--stale-heartbeat-pct P] [--stuck-ms MS] [--quiet-commits-ms MS]
     kgc groups delete (GROUP ... | --all-groups)
     kgc groups delete-offsets GROUP --topic T[:P,P...] ...
     kgc groups remove-member GROUP INSTANCE_ID
@@ -194,6 +196,20 @@ def show_rebalances(data: Any, out: TextIO) -> None:
     table(rows, ["started", "cause", "reason", "generation", "outcome", "join", "sync", "total", "in", "out", "moved"],
           out)  # fmt: skip
     print(f"({len(data['rebalances'])} of {data['total']})", file=out)
+
+
+def show_events(data: Any, out: TextIO) -> None:
+    rows = [(fmt_ms(e["timestamp_ms"]), e["kind"], e["group_instance_id"] or e["member_id"], e["client_id"],
+             e["error"], e["detail"]) for e in data["events"]]  # fmt: skip
+    table(rows, ["time", "kind", "member", "client", "error", "detail"], out)
+    print(f"({len(data['events'])} events; {data['note']})", file=out)
+
+
+def show_attention(data: Any, out: TextIO) -> None:
+    rows = [(i["kind"], i["group_id"], i["group_instance_id"] or i["member_id"], i["detail"],
+             fmt_ms(i["since_ms"]) if i["since_ms"] is not None else None) for i in data["items"]]  # fmt: skip
+    table(rows, ["kind", "group", "member", "detail", "since"], out)
+    print(f"({len(data['items'])} items in {len(data['groups'])} groups)", file=out)
 
 
 def show_reset(data: Any, out: TextIO) -> None:
@@ -560,6 +576,12 @@ def run_command(args: argparse.Namespace, api: Api) -> Outcome:
         case "rebalances":
             q = {"since": args.since, "until": args.until, **page}
             return Outcome(api.request("GET", f"/v1/groups/{g}/rebalances", q), show_rebalances)
+        case "events":
+            return Outcome(api.request("GET", f"/v1/groups/{g}/events"), show_events)
+        case "attention":
+            q = {"flapping_per_hour": args.flapping_per_hour, "stale_heartbeat_pct": args.stale_heartbeat_pct,
+                 "stuck_ms": args.stuck_ms, "quiet_commits_ms": args.quiet_commits_ms}  # fmt: skip
+            return Outcome(api.request("GET", "/v1/attention", q), show_attention)
         case "delete":
             return run_delete(args, api)
         case "delete-offsets":
@@ -666,6 +688,15 @@ def add_groups_subcommands(subparsers: Any) -> None:
         p.add_argument("group")
         _paged(p, time_range=True)
         _common(p)
+    p = gcmds.add_parser("events", help="recent refused joins, static replacements, deletions (since start)")
+    p.add_argument("group")
+    _common(p)
+    p = gcmds.add_parser("attention", help="what needs attention now (the dashboard's list)")
+    p.add_argument("--flapping-per-hour", type=int, metavar="N", help="rebalances per hour that make a group flap")
+    p.add_argument("--stale-heartbeat-pct", type=int, metavar="P", help="heartbeat age, in %% of the session timeout")
+    p.add_argument("--stuck-ms", type=int, metavar="MS", help="time outside Stable that makes a group stuck")
+    p.add_argument("--quiet-commits-ms", type=int, metavar="MS", help="time without a commit while Stable")
+    _common(p)
     p = gcmds.add_parser("remove-member", help="remove a static member by group.instance.id")
     p.add_argument("group")
     p.add_argument("instance")

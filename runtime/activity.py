@@ -137,8 +137,7 @@ class GroupActivity:
 
     def _tombstone(self, rec: GroupTombstone) -> None:
         gid = rec.group_id
-        self._starts.pop(gid, None)
-        self._last_commit.pop(gid, None)
+        self._last_commit.pop(gid, None)  # its offsets went with it; its rebalances still count for the group id
         for key in [k for k in self._fenced if k[0] == gid]:
             del self._fenced[key]
         self._deleted.add(gid)

@@ -539,7 +539,9 @@ class GroupEventView(Out):
     group_instance_id: str | None
     client_id: str | None
     client_host: str | None
-    error: str | None = Field(description="join_refused: Kafka's error name (the kgc_join_refused_total label).")
+    error: str | None = Field(
+        description="join_refused: Kafka's error name (kgc_join_refused_total's error label, in lower case there)."
+    )
 
 
 class GroupEvents(Out):

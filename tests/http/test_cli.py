@@ -111,3 +111,25 @@ def test_durations() -> None:
     assert parse_duration_ms("P1DT2S") == 86_402_000
     with pytest.raises(argparse.ArgumentTypeError):
         parse_duration_ms("soon")
+
+
+async def test_events_and_attention_tables(served: tuple[World, HttpServer]) -> None:
+    world, server = served
+    static = Consumer("st", "inst-1")
+    world.form_group("g", [static, Consumer("other", topics=("payments", "orders"))])
+    world._join("g", Consumer("st-new", "inst-1"))  # a new instance replaces inst-1
+    code, out, _ = await kgc(server, "groups", "events", "g")
+    assert code == 0
+    header, row, footer = out.splitlines()
+    assert header.split() == ["TIME", "KIND", "MEMBER", "CLIENT", "ERROR", "DETAIL"]
+    assert row.split()[2:5] == ["static_replacement", "inst-1", "st"]  # the member keeps its client id (as Kafka's)
+    assert footer.startswith("(1 events; kept in memory since the daemon started")
+    code, out, _ = await kgc(server, "groups", "attention", "--flapping-per-hour", "1", "--json")
+    assert code == 0
+    body = json.loads(out)
+    assert body["thresholds"]["flapping_per_hour"] == 1 and [i["kind"] for i in body["items"]] == ["flapping"]
+    code, out, _ = await kgc(server, "groups", "attention", "--flapping-per-hour", "1")
+    assert code == 0 and out.splitlines()[0].split() == ["KIND", "GROUP", "MEMBER", "DETAIL", "SINCE"]
+    assert out.splitlines()[1].split()[:2] == ["flapping", "g"] and out.splitlines()[-1] == "(1 items in 1 groups)"
+    code, _, err = await kgc(server, "groups", "events", "nope")
+    assert code == 1 and "HTTP 404" in err

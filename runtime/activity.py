@@ -80,12 +80,14 @@ class GroupActivity:
         self._starts: dict[str, deque[int]] = {}
         self._last_commit: dict[str, int] = {}
         self._events: dict[str, deque[GroupEvent]] = {}
-        self._fenced: dict[tuple[str, str], MemberRemoved] = {}  # (group, instance) -> the removal, until rejoined
         self._deleted: set[str] = set()  # groups whose last record was a tombstone
 
     # ----------------------------------------------------------------------------------------- record stream
 
     def on_append(self, records: Sequence[Record]) -> None:
+        # (group, instance) -> a fenced member's removal: the core writes it with the new instance's MemberJoined
+        # in the same batch (coordinator.static)
+        fenced: dict[tuple[str, str], MemberRemoved] = {}
         for rec in records:
             if isinstance(rec, RebalanceStarted):
                 q = self._starts.get(rec.group_id)
@@ -95,10 +97,11 @@ class GroupActivity:
                 q.append(rec.timestamp_ms)
             elif isinstance(rec, MemberRemoved):
                 if rec.cause is RemovalCause.FENCED and rec.group_instance_id:
-                    self._fenced[(rec.group_id, rec.group_instance_id)] = rec
+                    fenced[(rec.group_id, rec.group_instance_id)] = rec
             elif isinstance(rec, MemberJoined):
-                if rec.group_instance_id:
-                    self._joined(rec)
+                replaced = fenced.pop((rec.group_id, rec.group_instance_id), None) if rec.group_instance_id else None
+                if replaced is not None:
+                    self._replaced(replaced, rec)
             elif isinstance(rec, GroupTombstone):
                 self._tombstone(rec)
             elif isinstance(rec, GroupMetadataRecord) and rec.group_id in self._deleted:
@@ -116,11 +119,7 @@ class GroupActivity:
             if last is None or rec.commit_timestamp_ms > last:
                 self._last_commit[rec.group_id] = rec.commit_timestamp_ms
 
-    def _joined(self, rec: MemberJoined) -> None:
-        assert rec.group_instance_id is not None
-        fenced = self._fenced.pop((rec.group_id, rec.group_instance_id), None)
-        if fenced is None:
-            return
+    def _replaced(self, fenced: MemberRemoved, rec: MemberJoined) -> None:
         self._event(
             GroupEvent(
                 "static_replacement",
@@ -138,8 +137,6 @@ class GroupActivity:
     def _tombstone(self, rec: GroupTombstone) -> None:
         gid = rec.group_id
         self._last_commit.pop(gid, None)  # its offsets went with it; its rebalances still count for the group id
-        for key in [k for k in self._fenced if k[0] == gid]:
-            del self._fenced[key]
         self._deleted.add(gid)
         if len(self._deleted) > self._max_groups:
             self._deleted.pop()

@@ -480,7 +480,9 @@ class AttentionItem(Out):
     member_id: str | None = Field(description="The member concerned (stale_heartbeat, no_partitions).")
     group_instance_id: str | None
     detail: str = Field(description="What is wrong, for a human.")
-    since_ms: int | None = Field(description="Since when, when known (epoch milliseconds).")
+    since_ms: int | None = Field(
+        description="Since when, when known (epoch milliseconds); join_refused: the last refusal."
+    )
 
 
 class GroupHealth(Out):

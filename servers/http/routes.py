@@ -358,8 +358,9 @@ async def get_attention(request: web.Request) -> web.Response:
                 detail=f"{rebalances} rebalances in the last hour (threshold {q.flapping_per_hour})",
             ))  # fmt: skip
         if refused:
+            last = next(e.timestamp_ms for e in activity.events(gid) if e.kind == "join_refused")
             items.append(AttentionItem(
-                kind=AttentionKind.JOIN_REFUSED, group_id=gid, member_id=None, group_instance_id=None, since_ms=None,
+                kind=AttentionKind.JOIN_REFUSED, group_id=gid, member_id=None, group_instance_id=None, since_ms=last,
                 detail=f"{refused} JoinGroup request(s) refused in the last hour",
             ))  # fmt: skip
         in_state = now - g.state_timestamp_ms

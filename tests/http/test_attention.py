@@ -97,3 +97,28 @@ async def test_events_refused_join_static_replacement_delete_and_recreate(world:
     events = (await (await client.get("/v1/groups/s/events")).json())["events"]
     assert [e["kind"] for e in events[:2]] == ["group_recreated", "group_deleted"]
     assert (await client.get("/v1/groups/nope/events")).status == 404
+
+
+def test_activity_is_bounded() -> None:
+    from coordinator.records import GroupRemovalCause, GroupTombstone, RebalanceCause, RebalanceStarted
+    from runtime.activity import GroupActivity
+
+    now = [1_000_000_000]
+    activity = GroupActivity(lambda: now[0], max_starts=3, max_events=2, max_groups=2)
+
+    def start(group: str, ts: int) -> RebalanceStarted:
+        return RebalanceStarted(group, 0, RebalanceCause.NEW_MEMBER, None, None, None, "Empty", ts)
+
+    activity.on_append([start("a", now[0] - 10 * i) for i in range(5)])
+    assert activity.rebalances_in_window("a") == 3  # at most max_starts per group
+    activity.on_append([start("b", now[0]), start("c", now[0])])
+    assert activity.rebalances_in_window("a") == 0  # the oldest group went when the third came (max_groups)
+    assert activity.rebalances_in_window("c") == 1
+    now[0] += activity.window_ms + 1
+    assert activity.rebalances_in_window("c") == 0  # out of the window
+    for i in range(3):
+        activity.on_append([GroupTombstone("c", GroupRemovalCause.DELETED, now[0] + i)])
+    assert [e.timestamp_ms for e in activity.events("c")] == [now[0] + 2, now[0] + 1]  # max_events, newest first
+    for group in ("d", "e", "f"):
+        activity.on_append([GroupTombstone(group, GroupRemovalCause.DELETED, now[0])])
+    assert activity.events("c") == [] and len(activity.events("f")) == 1  # at most max_groups with events

@@ -7,6 +7,8 @@ tables) - so both answer the same for the same records.
 * ``fold_rebalances`` turns (position, record) pairs of one group, in log order, into one ``Rebalance`` per
   ``RebalanceStarted``: cause, phase times and durations, outcome, members in and out. Positions only need to grow
   with the log (the store's log positions; the in-memory history numbers its records).
+  ``fold_history`` also yields the group's events that are no rebalance: static members replaced, the group
+  deleted and created again (``HistoryEvent``); ``fold_rebalances`` is its rebalances.
 * ``with_moves`` adds the partitions whose owner changed to each Stable rebalance, from the owners of the group
   metadata record in force when it started and of the one its new generation wrote. The owners come from
   ``assignment_owners`` (in memory) or from the store's decoded-assignment table, which mirrors it.
@@ -33,6 +35,7 @@ from .records import (
     OffsetTombstone,
     RebalanceStarted,
     Record,
+    RemovalCause,
 )
 
 TopicPartition = tuple[str, int]
@@ -193,28 +196,98 @@ class _Open:
         )
 
 
-def fold_rebalances(records: Iterable[tuple[int, Record]]) -> list[Rebalance]:
+class HistoryEventKind(StrEnum):
+    STATIC_REPLACEMENT = "static_replacement"  # a known group.instance.id joined with a new member id
+    GROUP_DELETED = "group_deleted"  # a GroupTombstone
+    GROUP_RECREATED = "group_recreated"  # the first record of a new life after a tombstone
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    """A notable change of a group that is not a rebalance (or not only one), at ``position`` in the log."""
+
+    kind: HistoryEventKind
+    group_id: str
+    position: int
+    timestamp_ms: int
+    member_id: str | None = None  # static_replacement: the new instance's member id
+    previous_member_id: str | None = None  # static_replacement: the fenced member id
+    group_instance_id: str | None = None
+    client_id: str | None = None  # static_replacement: the new instance's
+    client_host: str | None = None
+    cause: str | None = None  # group_deleted: a ``GroupRemovalCause`` value
+
+
+@dataclass(frozen=True, slots=True)
+class GroupHistory:
+    rebalances: list[Rebalance]  # oldest first, without moves (``with_moves``)
+    events: list[HistoryEvent]  # in log order
+
+
+def fold_history(records: Iterable[tuple[int, Record]]) -> GroupHistory:
     """(position, record) pairs of one group in log order -> one ``Rebalance`` per RebalanceStarted, oldest first
-    (without moves: see ``with_moves``). Members who joined or left after a rebalance ended and before the next
-    start (e.g. the member whose join causes it) count for the next one."""
+    (without moves: see ``with_moves``), and the group's ``HistoryEvent``s in log order.
+
+    Members who joined or left after a rebalance ended and before the next start (e.g. the member whose join causes
+    it) count for the next one - except a static member's replacement (its ``MemberRemoved`` cause fenced and the
+    ``MemberJoined`` of the same group.instance.id, which the core writes next to each other):
+
+    * while a rebalance is open (PreparingRebalance, CompletingRebalance) it stays in that rebalance's in/out lists;
+    * while none is open (Stable), it counts for the rebalance it causes when a ``RebalanceStarted`` follows it (a
+      Stable group whose selected protocol changes), and for none when the core wrote it in place (a group metadata
+      record follows, no rebalance): it is then only an event.
+
+    Every replacement is a ``static_replacement`` event, wherever it lands. A ``GroupTombstone`` is a
+    ``group_deleted`` event; the next record after it (of ``REBALANCE_RECORDS``) a ``group_recreated`` one.
+
+    The events depend only on the fenced removals, the joins of static members, the tombstones and the first record
+    after each tombstone: a reader may fold just those records for the events (``storage.queries`` does)."""
     done: list[Rebalance] = []
+    events: list[HistoryEvent] = []
     current: _Open | None = None
     pending_in: list[MemberIn] = []
     pending_out: list[MemberOut] = []
+    # A replacement while no rebalance is open: its in/out entries, until a start (which it caused) or not.
+    held_in: list[MemberIn] = []
+    held_out: list[MemberOut] = []
+    fenced: dict[str, tuple[MemberRemoved, MemberOut]] = {}  # instance id -> its fenced removal, until its join
     last_metadata: int | None = None  # position of the group metadata record in force
+    deleted = False  # the last record was a tombstone
 
     for position, rec in records:
+        if not isinstance(rec, REBALANCE_RECORDS):
+            continue
+        if deleted and not isinstance(rec, GroupTombstone):
+            deleted = False
+            events.append(HistoryEvent(HistoryEventKind.GROUP_RECREATED, rec.group_id, position, rec.timestamp_ms))
         if isinstance(rec, RebalanceStarted):
             if current is not None:
                 done.append(current.close(RebalanceOutcome.RESTARTED))
-            current = _Open(rec, position, last_metadata, pending_in, pending_out)
-            pending_in, pending_out = [], []
+            current = _Open(rec, position, last_metadata, pending_in + held_in, pending_out + held_out)
+            pending_in, pending_out, held_in, held_out = [], [], [], []
         elif isinstance(rec, MemberJoined):
             entry = MemberIn(rec.member_id, rec.group_instance_id, rec.client_id, rec.client_host, rec.timestamp_ms)
+            replaced = fenced.pop(rec.group_instance_id, None) if rec.group_instance_id else None
+            if replaced is not None:
+                old, out = replaced
+                events.append(HistoryEvent(
+                    HistoryEventKind.STATIC_REPLACEMENT, rec.group_id, position, rec.timestamp_ms,
+                    member_id=rec.member_id, previous_member_id=old.member_id,
+                    group_instance_id=rec.group_instance_id, client_id=rec.client_id, client_host=rec.client_host,
+                ))  # fmt: skip
+                if current is None:
+                    kept = [o for o in pending_out if o is not out]
+                    if len(kept) < len(pending_out):
+                        pending_out = kept
+                        held_out.append(out)
+                    held_in.append(entry)
+                    continue
             (current.members_in if current is not None else pending_in).append(entry)
         elif isinstance(rec, MemberRemoved):
             out = MemberOut(rec.member_id, rec.group_instance_id, str(rec.cause), rec.reason, rec.timestamp_ms)
             (current.members_out if current is not None else pending_out).append(out)
+            if rec.cause == RemovalCause.FENCED and rec.group_instance_id:
+                fenced[rec.group_instance_id] = (rec, out)
         elif isinstance(rec, JoinPhaseCompleted):
             if current is not None:
                 current.join = rec
@@ -225,6 +298,8 @@ def fold_rebalances(records: Iterable[tuple[int, Record]]) -> list[Rebalance]:
             last_metadata = position
             if current is not None and current.join is not None and rec.generation_id == current.join.generation_id:
                 current.after_metadata = position
+            if current is None:
+                held_in, held_out = [], []  # written in place: a replacement that is no rebalance's
         elif isinstance(rec, GroupStabilized):
             if current is not None:
                 current.stable = rec
@@ -235,10 +310,20 @@ def fold_rebalances(records: Iterable[tuple[int, Record]]) -> list[Rebalance]:
                 done.append(current.close(RebalanceOutcome.DELETED))
                 current = None
             last_metadata = None
-            pending_in, pending_out = [], []
+            pending_in, pending_out, held_in, held_out = [], [], [], []
+            fenced.clear()
+            deleted = True
+            events.append(HistoryEvent(
+                HistoryEventKind.GROUP_DELETED, rec.group_id, position, rec.timestamp_ms, cause=str(rec.cause)
+            ))  # fmt: skip
     if current is not None:
         done.append(current.close(RebalanceOutcome.IN_PROGRESS))
-    return done
+    return GroupHistory(done, events)
+
+
+def fold_rebalances(records: Iterable[tuple[int, Record]]) -> list[Rebalance]:
+    """The rebalances of ``fold_history``."""
+    return fold_history(records).rebalances
 
 
 # ---------------------------------------------------------------------------------------------------- moves
@@ -287,11 +372,17 @@ def with_moves(rebalances: Iterable[Rebalance], owners: Mapping[int, Owners | No
     return out
 
 
-def rebalances_of(records: Iterable[tuple[int, Record]]) -> list[Rebalance]:
+def history_of(records: Iterable[tuple[int, Record]]) -> GroupHistory:
     """Fold and moves over ALL of a group's records (those the fold needs: history, metadata, tombstones)."""
     records = list(records)
     owners = {p: assignment_owners(r) for p, r in records if isinstance(r, GroupMetadataRecord)}
-    return with_moves(fold_rebalances(records), owners)
+    folded = fold_history(records)
+    return GroupHistory(with_moves(folded.rebalances, owners), folded.events)
+
+
+def rebalances_of(records: Iterable[tuple[int, Record]]) -> list[Rebalance]:
+    """Fold and moves over ALL of a group's records (those the fold needs: history, metadata, tombstones)."""
+    return history_of(records).rebalances
 
 
 # ---------------------------------------------------------------------------------------------------- offsets

@@ -7,6 +7,7 @@ with the total before paging), and bounded: each call reads a position window of
 * ``commit_log`` — every offset commit of a group in a time range.
 * ``latest_offsets`` — the current committed offsets of a group (the snapshot table).
 * ``committed_as_of`` — a group's committed offsets as they stood at a time (offset reset "to datetime").
+* ``history_events`` — a group's events that are no rebalance (static replacements, deletions, re-creations).
 * ``group_records`` — a group's history and group-metadata records rebuilt in log order (for callers that fold
   records themselves).
 
@@ -27,10 +28,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from coordinator.history import (
     CommitEntry,
+    HistoryEvent,
     Owners,
     Rebalance,
     RebalanceOutcome,
     TopicPartition,
+    fold_history,
     fold_rebalances,
     with_moves,
 )
@@ -122,6 +125,22 @@ class StorageQueries:
         """Rebalances started in ``[since_ms, until_ms)``, newest first, paged; and the total count."""
         result: tuple[list[Rebalance], int] = await self._run(
             "rebalance history", _rebalance_history, group_id, since_ms, until_ms, limit, offset
+        )
+        return result
+
+    async def history_events(
+        self,
+        group_id: str,
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[HistoryEvent], int]:
+        """The group's events (``coordinator.history.fold_history``: static replacements, deletions, re-creations)
+        at ``since_ms <= time < until_ms``, newest first, paged; and the total count."""
+        result: tuple[list[HistoryEvent], int] = await self._run(
+            "history events", _history_events, group_id, since_ms, until_ms, limit, offset
         )
         return result
 
@@ -339,6 +358,74 @@ async def _assignments(
     return out
 
 
+# ---------------------------------------------------------------------------------------------------- events
+
+# The tables whose rows are the fold's records (``_group_records``): the first of them after a tombstone starts a
+# new life.
+_HISTORY_TABLES = (
+    m.RebalanceStartedRow, m.JoinPhaseCompletedRow, m.GroupStabilizedRow, m.MemberJoinedRow, m.MemberRemovedRow,
+    m.GroupRemoval, m.GroupMetadataLog,
+)  # fmt: skip
+
+
+async def _history_events(
+    conn: AsyncConnection, group_id: str, since_ms: int | None, until_ms: int | None, limit: int, offset: int
+) -> tuple[list[HistoryEvent], int]:
+    """Folds only the records the events depend on (``fold_history``'s docstring): the fenced removals and the joins
+    of static members in the time range (a replacement writes both at the same instant), the tombstones in it and the
+    last one before it, and the first record after each of those tombstones."""
+
+    def timed(t: Table) -> list[Any]:
+        where = [t.c.group_id == group_id]
+        if since_ms is not None:
+            where.append(t.c.timestamp_ms >= since_ms)
+        if until_ms is not None:
+            where.append(t.c.timestamp_ms < until_ms)
+        return where
+
+    rm, mj, gr = table(m.MemberRemovedRow), table(m.MemberJoinedRow), table(m.GroupRemoval)
+    records: dict[int, Record] = {}
+    fenced = await conn.execute(
+        select(rm).where(*timed(rm), rm.c.cause == RemovalCause.FENCED.value, rm.c.group_instance_id.is_not(None))
+    )
+    for r in fenced:
+        records[r.position] = _member_removed(r)
+    if records:
+        for r in await conn.execute(select(mj).where(*timed(mj), mj.c.group_instance_id.is_not(None))):
+            records[r.position] = _member_joined(r)
+    tombstones = [r for r in await conn.execute(select(gr).where(*timed(gr)))]
+    if since_ms is not None:  # a life that ended before the range may start again in it
+        last = await conn.execute(
+            select(gr).where(gr.c.group_id == group_id, gr.c.timestamp_ms < since_ms).order_by(gr.c.position.desc())
+            .limit(1)
+        )  # fmt: skip
+        tombstones.extend(last)
+    for r in tombstones:
+        records[r.position] = _group_tombstone(r)
+        first = await _first_after(conn, group_id, r.position)
+        if first is not None:
+            records.update(await _group_records(conn, group_id, first, first + 1, with_members=False))
+    events = [
+        e
+        for e in fold_history(sorted(records.items())).events
+        if (since_ms is None or e.timestamp_ms >= since_ms) and (until_ms is None or e.timestamp_ms < until_ms)
+    ]
+    events.reverse()
+    return events[offset : offset + limit], len(events)
+
+
+async def _first_after(conn: AsyncConnection, group_id: str, position: int) -> int | None:
+    """The position of the group's first record after ``position``, if any."""
+    firsts = []
+    for t in map(table, _HISTORY_TABLES):
+        first = (
+            await conn.execute(select(func.min(t.c.position)).where(t.c.group_id == group_id, t.c.position > position))
+        ).scalar()
+        if first is not None:
+            firsts.append(int(first))
+    return min(firsts, default=None)
+
+
 # ---------------------------------------------------------------------------------------------------- records
 
 
@@ -401,50 +488,12 @@ async def _group_records(
                 ),
             )
         )
-    t = table(m.MemberJoinedRow)
-    for r in await conn.execute(_sel(t, group_id, lo, hi)):
-        out.append(
-            (
-                r.position,
-                MemberJoined(
-                    group_id=r.group_id,
-                    member_id=r.member_id,
-                    group_instance_id=r.group_instance_id,
-                    client_id=r.client_id,
-                    client_host=r.client_host,
-                    protocols=tuple(r.protocols or ()),
-                    session_timeout_ms=r.session_timeout_ms,
-                    rebalance_timeout_ms=r.rebalance_timeout_ms,
-                    timestamp_ms=r.timestamp_ms,
-                ),
-            )
-        )
-    t = table(m.MemberRemovedRow)
-    for r in await conn.execute(_sel(t, group_id, lo, hi)):
-        out.append(
-            (
-                r.position,
-                MemberRemoved(
-                    group_id=r.group_id,
-                    member_id=r.member_id,
-                    group_instance_id=r.group_instance_id,
-                    cause=_enum(RemovalCause, r.cause),
-                    reason=r.reason,
-                    generation_id=r.generation_id,
-                    timestamp_ms=r.timestamp_ms,
-                ),
-            )
-        )
-    t = table(m.GroupRemoval)
-    for r in await conn.execute(_sel(t, group_id, lo, hi)):
-        out.append(
-            (
-                r.position,
-                GroupTombstone(
-                    group_id=r.group_id, cause=_enum(GroupRemovalCause, r.cause), timestamp_ms=r.timestamp_ms
-                ),
-            )
-        )
+    for r in await conn.execute(_sel(table(m.MemberJoinedRow), group_id, lo, hi)):
+        out.append((r.position, _member_joined(r)))
+    for r in await conn.execute(_sel(table(m.MemberRemovedRow), group_id, lo, hi)):
+        out.append((r.position, _member_removed(r)))
+    for r in await conn.execute(_sel(table(m.GroupRemoval), group_id, lo, hi)):
+        out.append((r.position, _group_tombstone(r)))
     metadata_members: dict[int, list[MemberMetadata]] = {}
     if with_members:
         gm = table(m.GenerationMember)
@@ -471,6 +520,36 @@ async def _group_records(
         )
     out.sort(key=lambda pr: pr[0])
     return out
+
+
+def _member_joined(r: Any) -> MemberJoined:
+    return MemberJoined(
+        group_id=r.group_id,
+        member_id=r.member_id,
+        group_instance_id=r.group_instance_id,
+        client_id=r.client_id,
+        client_host=r.client_host,
+        protocols=tuple(r.protocols or ()),
+        session_timeout_ms=r.session_timeout_ms,
+        rebalance_timeout_ms=r.rebalance_timeout_ms,
+        timestamp_ms=r.timestamp_ms,
+    )
+
+
+def _member_removed(r: Any) -> MemberRemoved:
+    return MemberRemoved(
+        group_id=r.group_id,
+        member_id=r.member_id,
+        group_instance_id=r.group_instance_id,
+        cause=_enum(RemovalCause, r.cause),
+        reason=r.reason,
+        generation_id=r.generation_id,
+        timestamp_ms=r.timestamp_ms,
+    )
+
+
+def _group_tombstone(r: Any) -> GroupTombstone:
+    return GroupTombstone(group_id=r.group_id, cause=_enum(GroupRemovalCause, r.cause), timestamp_ms=r.timestamp_ms)
 
 
 def member_from_row(row: Any) -> MemberMetadata:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coordinator.history import MemberIn, MemberOut, PartitionMove
+from coordinator.history import HistoryEventKind, MemberIn, MemberOut, PartitionMove, fold_history
 from coordinator.records import (
     GroupRemovalCause,
     GroupStabilized,
@@ -190,3 +190,72 @@ async def test_group_records_round_trip_history_records(record_log: SqlRecordLog
     assert [r for _, r in await record_log.queries.group_records("g", from_position=3, to_position=5)] == [
         r for batch in batches for r in batch
     ][2:4]
+
+
+def static_joined(member_id: str, instance: str, ts: int) -> Record:
+    return MemberJoined("g", member_id, instance, f"client-{member_id}", "/10.0.0.2", ("range",), 45_000, 60_000, ts)
+
+
+def fenced(member_id: str, instance: str, gen: int, ts: int) -> Record:
+    return MemberRemoved("g", member_id, instance, RemovalCause.FENCED, None, gen, ts)
+
+
+def two_lives() -> list[list[Record]]:
+    """Group g's first life: the scenario's two Stable rebalances, static member m1 (instance i-1) replaced in place by
+    m1b at 20_000, then m1b by m1c during a rebalance (m3 joining) at 30_050; deleted at 40_000 (expired); created
+    again by m9 at 50_000."""
+    return [
+        *scenario()[:6],
+        [fenced("m1", "i-1", 2, 20_000), static_joined("m1b", "i-1", 20_000), group_record("g", 2, [], 20_000)],
+        [joined("m3", 30_000), started(2, RebalanceCause.NEW_MEMBER, 30_000, "m3")],
+        [fenced("m1b", "i-1", 2, 30_050), static_joined("m1c", "i-1", 30_050)],
+        [join_done(3, ("m1c", "m2", "m3"), 30_100, 100)],
+        [group_record("g", 3, [], 30_200), GroupStabilized("g", 3, 100, 200, 30_200)],
+        [MemberRemoved("g", "m3", None, RemovalCause.LEFT, None, 3, 35_000), started(3, RebalanceCause.MEMBER_LEFT,
+                                                                                    35_000, "m3")],
+        [join_done(4, (), 35_001, 1, state="Empty"), group_record("g", 4, [], 35_001)],
+        [new_group_tombstone("g", cause=GroupRemovalCause.EXPIRED, now_ms=40_000)],
+        [joined("m9", 50_000), started(0, RebalanceCause.NEW_MEMBER, 50_000, "m9", "Empty")],
+    ]  # fmt: skip
+
+
+async def test_history_events_replacements_delete_and_recreate(record_log: SqlRecordLog) -> None:
+    await write(record_log, two_lives())
+    events, total = await record_log.queries.history_events("g")
+    assert total == 4
+    assert [(e.kind, e.timestamp_ms) for e in events] == [
+        (HistoryEventKind.GROUP_RECREATED, 50_000),
+        (HistoryEventKind.GROUP_DELETED, 40_000),
+        (HistoryEventKind.STATIC_REPLACEMENT, 30_050),
+        (HistoryEventKind.STATIC_REPLACEMENT, 20_000),
+    ]
+    recreated, deleted, during, in_place = events
+    assert (in_place.previous_member_id, in_place.member_id, in_place.group_instance_id) == ("m1", "m1b", "i-1")
+    assert (in_place.client_id, in_place.client_host) == ("client-m1b", "/10.0.0.2")
+    assert (during.previous_member_id, during.member_id) == ("m1b", "m1c")
+    assert deleted.cause == "expired" and deleted.position < recreated.position
+    # the fold over everything stored says the same (storage folds only the records the events depend on)
+    assert list(reversed(fold_history(await record_log.queries.group_records("g")).events)) == events
+
+    # the in-place replacement is no rebalance's; the one during m3's rebalance stays in it
+    views, _ = await record_log.queries.rebalance_history("g")
+    by_cause = {(v.cause, v.started_ms): v for v in views}
+    m3 = by_cause[("new_member", 30_000)]
+    assert [i.member_id for i in m3.members_in] == ["m3", "m1c"]
+    assert [o.member_id for o in m3.members_out] == ["m1b"]
+    assert all("m1b" not in {i.member_id for i in v.members_in} for v in views if v is not m3)
+
+
+async def test_history_events_time_range_and_paging(record_log: SqlRecordLog) -> None:
+    await write(record_log, two_lives())
+    everything, _ = await record_log.queries.history_events("g")
+    page, total = await record_log.queries.history_events("g", limit=2, offset=1)
+    assert total == 4 and page == everything[1:3]
+    # a life that ended before the range and started again in it
+    window, total = await record_log.queries.history_events("g", since_ms=45_000)
+    assert total == 1 and window == everything[:1]
+    window, total = await record_log.queries.history_events("g", since_ms=20_000, until_ms=40_000)
+    assert total == 2 and window == everything[2:]
+    window, total = await record_log.queries.history_events("g", since_ms=20_001, until_ms=40_001)
+    assert total == 2 and window == everything[1:3]
+    assert await record_log.queries.history_events("other") == ([], 0)

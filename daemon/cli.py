@@ -5,7 +5,7 @@
     kgc groups offsets GROUP
     kgc groups commits GROUP [--since T] [--until T] [--limit N]
     kgc groups rebalances GROUP [--since T] [--until T] [--limit N]
-    kgc groups events GROUP                       (refused joins, static replacements, deletions: since start)
+    kgc groups events GROUP [--since T] [--until T] [--limit N]   (static replacements, deletions, refused joins)
     kgc groups attention [--flapping-per-hour N] [--stale-heartbeat-pct P] [--stuck-ms MS] [--quiet-commits-ms MS]
     kgc groups delete (GROUP ... | --all-groups)
     kgc groups delete-offsets GROUP --topic T[:P,P...] ...
@@ -200,9 +200,9 @@ def show_rebalances(data: Any, out: TextIO) -> None:
 
 def show_events(data: Any, out: TextIO) -> None:
     rows = [(fmt_ms(e["timestamp_ms"]), e["kind"], e["group_instance_id"] or e["member_id"], e["client_id"],
-             e["error"], e["detail"]) for e in data["events"]]  # fmt: skip
-    table(rows, ["time", "kind", "member", "client", "error", "detail"], out)
-    print(f"({len(data['events'])} events; {data['note']})", file=out)
+             e["error"], e["source"], e["detail"]) for e in data["events"]]  # fmt: skip
+    table(rows, ["time", "kind", "member", "client", "error", "source", "detail"], out)
+    print(f"({len(data['events'])} of {data['total']} events; {data['note']})", file=out)
 
 
 def show_attention(data: Any, out: TextIO) -> None:
@@ -577,7 +577,8 @@ def run_command(args: argparse.Namespace, api: Api) -> Outcome:
             q = {"since": args.since, "until": args.until, **page}
             return Outcome(api.request("GET", f"/v1/groups/{g}/rebalances", q), show_rebalances)
         case "events":
-            return Outcome(api.request("GET", f"/v1/groups/{g}/events"), show_events)
+            q = {"since": args.since, "until": args.until, **page}
+            return Outcome(api.request("GET", f"/v1/groups/{g}/events", q), show_events)
         case "attention":
             q = {"flapping_per_hour": args.flapping_per_hour, "stale_heartbeat_pct": args.stale_heartbeat_pct,
                  "stuck_ms": args.stuck_ms, "quiet_commits_ms": args.quiet_commits_ms}  # fmt: skip
@@ -688,8 +689,9 @@ def add_groups_subcommands(subparsers: Any) -> None:
         p.add_argument("group")
         _paged(p, time_range=True)
         _common(p)
-    p = gcmds.add_parser("events", help="recent refused joins, static replacements, deletions (since start)")
+    p = gcmds.add_parser("events", help="static replacements, deletions (stored) and refused joins (since start)")
     p.add_argument("group")
+    _paged(p, time_range=True)
     _common(p)
     p = gcmds.add_parser("attention", help="what needs attention now (the dashboard's list)")
     p.add_argument("--flapping-per-hour", type=int, metavar="N", help="rebalances per hour that make a group flap")

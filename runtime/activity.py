@@ -8,13 +8,13 @@ pure and never calls it). It keeps, per group:
   ``max_starts`` of them;
 * the time of its last durable offset commit (seeded from the live committed offsets on first read, so a group
   loaded at start has one too);
-* a ring of its last ``max_events`` notable events: a JoinGroup refused (``join_refused``), a static member
-  replaced by a new instance (``static_replacement``: MemberRemoved cause fenced + MemberJoined with the same
-  group.instance.id), the group deleted (``group_deleted``) and created again after a deletion
-  (``group_recreated``).
+* a ring of its last ``max_events`` refused JoinGroups (``RefusedJoin``): a refusal changes no state and is in no
+  record, so this is the only place that knows it.
 
-Everything here is since the daemon started: it does not survive a restart (replacements and deletions are also
-in the stored rebalance history; refusals change no state and are in no record). All of it runs on the event loop
+Static replacements, deletions and re-creations are not kept here: the history fold
+(``coordinator.history.fold_history``) tells them from the stored records, and they survive a restart.
+
+Everything here is since the daemon started: it does not survive a restart. All of it runs on the event loop
 thread, like the core; the work per record is a few dict and deque operations, and the number of groups kept is
 bounded by ``max_groups`` (the oldest group's entries go first).
 """
@@ -28,14 +28,10 @@ from typing import Any
 
 from coordinator.messages import JoinGroupRequest
 from coordinator.records import (
-    GroupMetadataRecord,
     GroupTombstone,
-    MemberJoined,
-    MemberRemoved,
     OffsetCommitRecord,
     RebalanceStarted,
     Record,
-    RemovalCause,
 )
 from protocol.errors import ErrorCode
 
@@ -47,17 +43,15 @@ HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
-class GroupEvent:
-    kind: str  # join_refused, static_replacement, group_deleted, group_recreated
+class RefusedJoin:
     group_id: str
     timestamp_ms: int
     detail: str
-    member_id: str | None = None  # the refused member's id ("" for a new one), or the new instance's
-    previous_member_id: str | None = None  # static_replacement: the fenced member id
-    group_instance_id: str | None = None
-    client_id: str | None = None
-    client_host: str | None = None
-    error: str | None = None  # join_refused: Kafka's error name
+    member_id: str  # the refused member's id ("" for a new one)
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    error: str  # Kafka's error name
 
 
 class GroupActivity:
@@ -79,15 +73,11 @@ class GroupActivity:
         self._max_groups = max_groups
         self._starts: dict[str, deque[int]] = {}
         self._last_commit: dict[str, int] = {}
-        self._events: dict[str, deque[GroupEvent]] = {}
-        self._deleted: set[str] = set()  # groups whose last record was a tombstone
+        self._refusals: dict[str, deque[RefusedJoin]] = {}
 
     # ----------------------------------------------------------------------------------------- record stream
 
     def on_append(self, records: Sequence[Record]) -> None:
-        # (group, instance) -> a fenced member's removal: the core writes it with the new instance's MemberJoined
-        # in the same batch (coordinator.static)
-        fenced: dict[tuple[str, str], MemberRemoved] = {}
         for rec in records:
             if isinstance(rec, RebalanceStarted):
                 q = self._starts.get(rec.group_id)
@@ -95,19 +85,9 @@ class GroupActivity:
                     self._bound(self._starts)
                     q = self._starts[rec.group_id] = deque(maxlen=self._max_starts)
                 q.append(rec.timestamp_ms)
-            elif isinstance(rec, MemberRemoved):
-                if rec.cause is RemovalCause.FENCED and rec.group_instance_id:
-                    fenced[(rec.group_id, rec.group_instance_id)] = rec
-            elif isinstance(rec, MemberJoined):
-                replaced = fenced.pop((rec.group_id, rec.group_instance_id), None) if rec.group_instance_id else None
-                if replaced is not None:
-                    self._replaced(replaced, rec)
             elif isinstance(rec, GroupTombstone):
-                self._tombstone(rec)
-            elif isinstance(rec, GroupMetadataRecord) and rec.group_id in self._deleted:
-                self._deleted.discard(rec.group_id)
-                self._event(GroupEvent("group_recreated", rec.group_id, rec.timestamp_ms,
-                                       "the group was created again after its deletion"))  # fmt: skip
+                # its offsets went with it; its rebalances still count for the group id
+                self._last_commit.pop(rec.group_id, None)
 
     def on_durable(self, records: Sequence[Record]) -> None:
         for rec in records:
@@ -118,29 +98,6 @@ class GroupActivity:
                 self._bound(self._last_commit)
             if last is None or rec.commit_timestamp_ms > last:
                 self._last_commit[rec.group_id] = rec.commit_timestamp_ms
-
-    def _replaced(self, fenced: MemberRemoved, rec: MemberJoined) -> None:
-        self._event(
-            GroupEvent(
-                "static_replacement",
-                rec.group_id,
-                rec.timestamp_ms,
-                f"static member {rec.group_instance_id} replaced by a new instance",
-                member_id=rec.member_id,
-                previous_member_id=fenced.member_id,
-                group_instance_id=rec.group_instance_id,
-                client_id=rec.client_id,
-                client_host=rec.client_host,
-            )
-        )
-
-    def _tombstone(self, rec: GroupTombstone) -> None:
-        gid = rec.group_id
-        self._last_commit.pop(gid, None)  # its offsets went with it; its rebalances still count for the group id
-        self._deleted.add(gid)
-        if len(self._deleted) > self._max_groups:
-            self._deleted.pop()
-        self._event(GroupEvent("group_deleted", gid, rec.timestamp_ms, f"the group was deleted ({rec.cause})"))
 
     # ----------------------------------------------------------------------------------------- refused joins
 
@@ -153,19 +110,13 @@ class GroupActivity:
         else:
             names = ",".join(name for name, _ in req.protocols) or "(none)"
             detail = f"protocol type {req.protocol_type or '(empty)'} with protocols {names}"
-        self._event(
-            GroupEvent(
-                "join_refused",
-                req.group_id,
-                self._now_ms(),
-                detail,
-                member_id=req.member_id,
-                group_instance_id=req.group_instance_id,
-                client_id=req.client_id,
-                client_host=req.client_host,
-                error=error.name.upper(),
-            )
-        )
+        refusal = RefusedJoin(req.group_id, self._now_ms(), detail, req.member_id, req.group_instance_id,
+                              req.client_id, req.client_host, error.name.upper())  # fmt: skip
+        q = self._refusals.get(req.group_id)
+        if q is None:
+            self._bound(self._refusals)
+            q = self._refusals[req.group_id] = deque(maxlen=self._max_events)
+        q.append(refusal)
 
     # ----------------------------------------------------------------------------------------------- reading
 
@@ -190,21 +141,14 @@ class GroupActivity:
                 self._last_commit[group_id] = ts
         return ts
 
-    def events(self, group_id: str) -> list[GroupEvent]:
-        """Newest first."""
-        return list(reversed(self._events.get(group_id, ())))
+    def refusals(self, group_id: str) -> list[RefusedJoin]:
+        """The group's last ``max_events`` refused joins, newest first."""
+        return list(reversed(self._refusals.get(group_id, ())))
 
     def refused_since(self, group_id: str, since_ms: int) -> int:
-        return sum(1 for e in self._events.get(group_id, ()) if e.kind == "join_refused" and e.timestamp_ms >= since_ms)
+        return sum(1 for e in self._refusals.get(group_id, ()) if e.timestamp_ms >= since_ms)
 
     # -------------------------------------------------------------------------------------------- internals
-
-    def _event(self, event: GroupEvent) -> None:
-        q = self._events.get(event.group_id)
-        if q is None:
-            self._bound(self._events)
-            q = self._events[event.group_id] = deque(maxlen=self._max_events)
-        q.append(event)
 
     def _bound(self, table: dict[str, Any]) -> None:
         """Before adding a group to ``table``: drop its oldest group when it is full."""

@@ -3,8 +3,8 @@
 ``HistorySource`` is what the HTTP handlers read. Two implement it: ``MemoryHistory`` here, a listener of the record
 stream (``runtime.record_stream``) that keeps each group's last records in memory, for tests and for a daemon
 without a history-capable store; and ``storage_history.StorageHistory`` over the durable store's queries. Both fold
-with ``coordinator.history`` and convert its dataclasses into the API's models here, in ``rebalance_view`` and
-``commit_view``.
+with ``coordinator.history`` and convert its dataclasses into the API's models here, in ``rebalance_view``,
+``event_view`` and ``commit_view``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from coordinator import history as core
 from coordinator.history import TopicPartition
 from coordinator.records import OffsetCommitRecord, Record
 
-from .models import CommitEntry, RebalanceView
+from .models import CommitEntry, GroupEventKind, GroupEventSource, GroupEventView, RebalanceView
 
 
 class HistoryUnavailable(Exception):
@@ -41,6 +41,13 @@ class HistorySource(Protocol):
         """The group's committed offsets as they stood at ``at_ms`` (for reset to-datetime)."""
         ...
 
+    async def events(
+        self, group_id: str, since_ms: int | None, until_ms: int | None, limit: int, offset: int
+    ) -> tuple[list[GroupEventView], int]:
+        """The events of ``coordinator.history.fold_history`` (static replacements, deletions, re-creations), newest
+        first, filtered on their time, then paged; with the total before paging."""
+        ...
+
 
 # ------------------------------------------------------------------------------------------------ conversion
 
@@ -48,6 +55,22 @@ class HistorySource(Protocol):
 def rebalance_view(r: core.Rebalance) -> RebalanceView:
     """The API's shape of a rebalance (with its members in and out and partition moves), field for field."""
     return RebalanceView.model_validate(r, from_attributes=True)
+
+
+def event_view(e: core.HistoryEvent) -> GroupEventView:
+    """The API's shape of a stored event, with a line for a human."""
+    if e.kind is core.HistoryEventKind.STATIC_REPLACEMENT:
+        detail = f"static member {e.group_instance_id} replaced by a new instance"
+    elif e.kind is core.HistoryEventKind.GROUP_DELETED:
+        detail = f"the group was deleted ({e.cause})"
+    else:
+        detail = "the group was created again after its deletion"
+    return GroupEventView(
+        kind=GroupEventKind(e.kind.value), source=GroupEventSource.HISTORY, group_id=e.group_id,
+        timestamp_ms=e.timestamp_ms, detail=detail, member_id=e.member_id, previous_member_id=e.previous_member_id,
+        group_instance_id=e.group_instance_id, client_id=e.client_id, client_host=e.client_host, error=None,
+        cause=e.cause,
+    )  # fmt: skip
 
 
 def commit_view(c: core.CommitEntry) -> CommitEntry:
@@ -96,6 +119,13 @@ class MemoryHistory:
         folded = core.rebalances_of(enumerate(self._records.get(group_id, ())))
         kept = [r for r in reversed(folded) if in_range(r.started_ms, since_ms, until_ms)]
         return [rebalance_view(r) for r in kept[offset : offset + limit]], len(kept)
+
+    async def events(
+        self, group_id: str, since_ms: int | None, until_ms: int | None, limit: int, offset: int
+    ) -> tuple[list[GroupEventView], int]:
+        folded = core.fold_history(enumerate(self._records.get(group_id, ())))
+        kept = [e for e in reversed(folded.events) if in_range(e.timestamp_ms, since_ms, until_ms)]
+        return [event_view(e) for e in kept[offset : offset + limit]], len(kept)
 
     async def commits(
         self, group_id: str, since_ms: int | None, until_ms: int | None, limit: int, offset: int

@@ -528,8 +528,18 @@ class GroupEventKind(StrEnum):
     GROUP_RECREATED = "group_recreated"
 
 
+class GroupEventSource(StrEnum):
+    HISTORY = "history"  # the stored rebalance history: survives a restart
+    MEMORY = "memory"  # kept in memory since the daemon started: lost at a restart
+
+
 class GroupEventView(Out):
     kind: GroupEventKind
+    source: GroupEventSource = Field(
+        description="history: folded from the stored records (static_replacement, group_deleted, group_recreated; "
+        "survives a restart, pruned with the history retention). memory: join_refused, which no record holds - kept "
+        "in memory since the daemon started (the last 50 per group), lost at a restart."
+    )
     group_id: str
     timestamp_ms: int
     detail: str
@@ -544,9 +554,16 @@ class GroupEventView(Out):
     error: str | None = Field(
         description="join_refused: Kafka's error name (kgc_join_refused_total's error label, in lower case there)."
     )
+    cause: str | None = Field(description="group_deleted: deleted (DeleteGroups, operator API) or expired.")
 
 
 class GroupEvents(Out):
     group_id: str
-    events: list[GroupEventView] = Field(description="Newest first; at most the last 50 of the group.")
-    note: str = Field(description="These events are kept in memory since the daemon started (not after a restart).")
+    events: list[GroupEventView] = Field(
+        description="Newest first: the stored events and the in-memory refused joins merged by time, filtered on "
+        "the time, then paged."
+    )
+    total: int = Field(description="Events in the time range, before paging.")
+    limit: int
+    offset: int
+    note: str = Field(description="Which events survive a restart and which do not.")

@@ -27,7 +27,7 @@ from runtime.metrics import CONTENT_TYPE_LATEST
 
 from . import audit, keys
 from .deps import CoreFacade, DeferredTimeout, wait_deferred
-from .history import HistoryUnavailable
+from .history import HistoryUnavailable, in_range
 from .models import (
     OFFSET_RESET_REQUEST,
     Attention,
@@ -41,7 +41,9 @@ from .models import (
     DeletedOffsets,
     ErrorBody,
     GroupDetail,
+    GroupEventKind,
     GroupEvents,
+    GroupEventSource,
     GroupEventView,
     GroupHealth,
     GroupList,
@@ -358,7 +360,7 @@ async def get_attention(request: web.Request) -> web.Response:
                 detail=f"{rebalances} rebalances in the last hour (threshold {q.flapping_per_hour})",
             ))  # fmt: skip
         if refused:
-            last = next(e.timestamp_ms for e in activity.events(gid) if e.kind == "join_refused")
+            last = activity.refusals(gid)[0].timestamp_ms
             items.append(AttentionItem(
                 kind=AttentionKind.JOIN_REFUSED, group_id=gid, member_id=None, group_instance_id=None, since_ms=last,
                 detail=f"{refused} JoinGroup request(s) refused in the last hour",
@@ -387,15 +389,38 @@ async def get_attention(request: web.Request) -> web.Response:
     return respond(Attention(now_ms=now, thresholds=thresholds, items=items, groups=healths))
 
 
+EVENTS_NOTE = (
+    "static replacements, deletions and re-creations come from the stored history (they survive a restart); refused "
+    "joins are kept in memory since the daemon started (the last 50 per group; not after a restart)"
+)
+
+
 async def get_events(request: web.Request) -> web.Response:
+    """The history source's events merged with the in-memory refused joins, newest first, then paged: the first
+    ``offset + limit`` of each source hold the page."""
     gid, group = _group(request)
-    events = request.app[keys.ACTIVITY].events(gid)
-    if group is None and not events:
+    q = parse_query(request, TimeRangeQuery)
+    since, until = epoch_ms(q.since), epoch_ms(q.until)
+    stored, stored_total = await read_history(
+        request.app[keys.HISTORY].events(gid, since, until, q.offset + q.limit, 0)
+    )
+    refused = [
+        GroupEventView(
+            kind=GroupEventKind.JOIN_REFUSED, source=GroupEventSource.MEMORY, group_id=r.group_id,
+            timestamp_ms=r.timestamp_ms, detail=r.detail, member_id=r.member_id, previous_member_id=None,
+            group_instance_id=r.group_instance_id, client_id=r.client_id, client_host=r.client_host, error=r.error,
+            cause=None,
+        )
+        for r in request.app[keys.ACTIVITY].refusals(gid)
+        if in_range(r.timestamp_ms, since, until)
+    ]  # fmt: skip
+    total = stored_total + len(refused)
+    if group is None and total == 0:
         raise json_error(404, f"unknown group {gid!r}")
+    merged = sorted(stored + refused, key=lambda e: e.timestamp_ms, reverse=True)  # stable: each keeps its order
     return respond(GroupEvents(
-        group_id=gid,
-        events=[GroupEventView.model_validate(e, from_attributes=True) for e in events],
-        note="kept in memory since the daemon started: refused joins, static replacements, deletions",
+        group_id=gid, events=merged[q.offset : q.offset + q.limit], total=total, limit=q.limit, offset=q.offset,
+        note=EVENTS_NOTE,
     ))  # fmt: skip
 
 
@@ -624,12 +649,14 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("DELETE", "/v1/groups/{group}/members/{instance}", remove_member, "Remove a static member",
              "actions", {200: RemovedMember, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, mutating=True,
              path_descriptions={**GROUP, "instance": "The member's group.instance.id."}),
-    Endpoint("GET", "/v1/groups/{group}/events", get_events, "Recent refused joins, replacements, deletions",
-             "history", {200: GroupEvents, 404: ErrorBody}, path_descriptions=GROUP,
-             description="The group's last notable events that the rebalance history does not show as rebalances: "
-             "JoinGroups refused for the client's configuration (no record exists for them), static members "
-             "replaced by a new instance, the group deleted and created again. Kept in memory since the daemon "
-             "started: they do not survive a restart."),
+    Endpoint("GET", "/v1/groups/{group}/events", get_events, "Replacements, deletions, refused joins",
+             "history", {200: GroupEvents, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery,
+             path_descriptions=GROUP,
+             description="The group's notable events that are no rebalance, newest first: static members replaced "
+             "by a new instance, the group deleted and created again (source history: folded from the stored "
+             "records, they survive a restart), and JoinGroups refused for the client's configuration (source "
+             "memory: no record exists for them; the last 50 per group since the daemon started, lost at a "
+             "restart)."),
     Endpoint("GET", "/v1/attention", get_attention, "What needs attention now", "groups", {200: Attention},
              query=AttentionQuery,
              description="Flapping groups, stale heartbeats, members without partitions, groups stuck outside "

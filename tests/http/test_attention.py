@@ -3,12 +3,14 @@ attention" list fires on the state that should fire it and not before."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from aiohttp.test_utils import TestClient
 
 from coordinator.messages import JoinGroupRequest
 from protocol.errors import ErrorCode
+from tests.storage.records_gen import commit
 
 from .world import SESSION_MS, Consumer, World, encode_subscription
 
@@ -86,16 +88,32 @@ async def test_events_refused_join_static_replacement_delete_and_recreate(world:
     world._join("s", b)
     resp = await client.get("/v1/groups/s/events")
     events = (await resp.json())["events"]
-    assert [e["kind"] for e in events] == ["static_replacement", "join_refused"]
+    assert [(e["kind"], e["source"]) for e in events] == [("static_replacement", "history"), ("join_refused", "memory")]
     assert events[0]["previous_member_id"] == old and events[0]["group_instance_id"] == "inst-1"
+    new_id = events[0]["member_id"]
+    assert new_id not in ("", old) and new_id in world.core.groups.group("s").members
     assert events[1]["error"] == "INCONSISTENT_GROUP_PROTOCOL" and events[1]["client_id"] == "odd-one"
     assert health(await attention(client), "s")["refused_joins_last_hour"] == 1
+    # The replacement in Stable is no rebalance's, and not the next one's either.
+    rebalances = (await (await client.get("/v1/groups/s/rebalances")).json())["rebalances"]
+    assert all(new_id not in {i["member_id"] for i in r["members_in"]} for r in rebalances)
     # Delete (once Empty) and create again.
+    world.clock.set(world.clock.now_ms() + 1_000)
     world.leave("s", [b])
     assert (await client.delete("/v1/groups/s")).status == 200
+    world.clock.set(world.clock.now_ms() + 1_000)
     world.form_group("s", [Consumer("again")])
-    events = (await (await client.get("/v1/groups/s/events")).json())["events"]
-    assert [e["kind"] for e in events[:2]] == ["group_recreated", "group_deleted"]
+    body = await (await client.get("/v1/groups/s/events")).json()
+    assert [(e["kind"], e["cause"]) for e in body["events"]] == [
+        ("group_recreated", None), ("group_deleted", "deleted"), ("static_replacement", None), ("join_refused", None)
+    ]  # fmt: skip
+    assert body["total"] == 4 and "survive a restart" in body["note"]
+    # Filtered on the time, then paged (the merge of both sources is paged as one list).
+    deleted_at = body["events"][1]["timestamp_ms"]
+    page = await (await client.get("/v1/groups/s/events", params={"limit": "2", "offset": "1"})).json()
+    assert page["events"] == body["events"][1:3] and page["total"] == 4
+    page = await (await client.get("/v1/groups/s/events", params={"until": str(deleted_at)})).json()
+    assert page["events"] == body["events"][2:] and page["total"] == 2
     assert (await client.get("/v1/groups/nope/events")).status == 404
 
 
@@ -116,9 +134,17 @@ def test_activity_is_bounded() -> None:
     assert activity.rebalances_in_window("c") == 1
     now[0] += activity.window_ms + 1
     assert activity.rebalances_in_window("c") == 0  # out of the window
-    for i in range(3):
-        activity.on_append([GroupTombstone("c", GroupRemovalCause.DELETED, now[0] + i)])
-    assert [e.timestamp_ms for e in activity.events("c")] == [now[0] + 2, now[0] + 1]  # max_events, newest first
+    req = JoinGroupRequest("c", "", None, "consumer", [], SESSION_MS, 30_000, "x", "/h", 9)
+    for _ in range(3):
+        now[0] += 1
+        activity.join_refused(req, ErrorCode.inconsistent_group_protocol)
+    assert [e.timestamp_ms for e in activity.refusals("c")] == [now[0], now[0] - 1]  # max_events, newest first
+    assert activity.refused_since("c", 0) == 2
     for group in ("d", "e", "f"):
-        activity.on_append([GroupTombstone(group, GroupRemovalCause.DELETED, now[0])])
-    assert activity.events("c") == [] and len(activity.events("f")) == 1  # at most max_groups with events
+        activity.join_refused(dataclasses.replace(req, group_id=group), ErrorCode.group_max_size_reached)
+    assert activity.refusals("c") == [] and len(activity.refusals("f")) == 1  # at most max_groups with refusals
+    # a tombstone drops the group's last commit, not its rebalance count
+    activity.on_durable([commit("b", "t", 0, 1, now[0])])
+    assert activity.last_commit_ms("b") == now[0]
+    activity.on_append([GroupTombstone("b", GroupRemovalCause.DELETED, now[0])])
+    assert activity.last_commit_ms("b") is None

@@ -121,9 +121,12 @@ async def test_events_and_attention_tables(served: tuple[World, HttpServer]) -> 
     code, out, _ = await kgc(server, "groups", "events", "g")
     assert code == 0
     header, row, footer = out.splitlines()
-    assert header.split() == ["TIME", "KIND", "MEMBER", "CLIENT", "ERROR", "DETAIL"]
-    assert row.split()[2:5] == ["static_replacement", "inst-1", "st"]  # the member keeps its client id (as Kafka's)
-    assert footer.startswith("(1 events; kept in memory since the daemon started")
+    assert header.split() == ["TIME", "KIND", "MEMBER", "CLIENT", "ERROR", "SOURCE", "DETAIL"]
+    # the member keeps its client id (as Kafka's)
+    assert row.split()[2:7] == ["static_replacement", "inst-1", "st", "-", "history"]
+    assert footer.startswith("(1 of 1 events; static replacements, deletions and re-creations come from the stored")
+    code, out, _ = await kgc(server, "groups", "events", "g", "--until", "2000-01-01T00:00:00Z")
+    assert code == 0 and out.splitlines()[-1].startswith("(0 of 0 events;")
     code, out, _ = await kgc(server, "groups", "attention", "--flapping-per-hour", "1", "--json")
     assert code == 0
     body = json.loads(out)

@@ -14,6 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from coordinator.messages import HeartbeatRequest
+from protocol.errors import ErrorCode
 from servers.http import create_http_app
 from servers.http.storage_history import StorageHistory
 from storage import SqlRecordLog, create_engine
@@ -36,6 +37,21 @@ def scenario() -> World:
     for _ in range(12):  # c stops heartbeating: session timeout
         world.advance(1_000)
         world.core.heartbeat(HeartbeatRequest("g", generation, a.member_id, a.instance_id))
+    # s: static member x replaced in place by x2 (Stable, no rebalance), then y joins (a rebalance without them)
+    x, y = Consumer("x", "inst-x"), Consumer("y")
+    world.form_group("s", [x])
+    world.advance(1_000)
+    world._join("s", Consumer("x2", "inst-x"))
+    world.advance(1_000)
+    world._join("s", y)
+    # d: deleted once Empty, created again
+    d = Consumer("d1")
+    world.form_group("d", [d])
+    world.leave("d", [d])
+    world.advance(1_000)
+    assert world.core.delete_groups(["d"]).result()[0].error is ErrorCode.none
+    world.advance(1_000)
+    world.form_group("d", [Consumer("d2")])
     world.commit("simple", {("payments", 0): 3})
     world.advance(1_000)
     world.commit("simple", {("payments", 0): 4})
@@ -68,6 +84,30 @@ async def test_rebalances_agree(stored: tuple[World, StorageHistory]) -> None:
         assert theirs == mine
     views, total = await durable.rebalances("g", None, None, 100, 0)
     assert total == 4 and [v.cause for v in views] == ["session_timeout", "member_left", "new_member", "new_member"]
+
+
+async def test_events_agree(stored: tuple[World, StorageHistory]) -> None:
+    world, durable = stored
+    now = world.clock.now_ms()
+    for group in ("s", "d", "g"):
+        for since, until, limit, offset in ((None, None, 100, 0), (None, None, 1, 1), (now - 1_500, now, 100, 0)):
+            mine = await world.history.events(group, since, until, limit, offset)
+            theirs = await durable.events(group, since, until, limit, offset)
+            assert theirs == mine
+    events, total = await durable.events("s", None, None, 100, 0)
+    assert total == 1 and [(e.kind, e.group_instance_id, e.source) for e in events] == [
+        ("static_replacement", "inst-x", "history")
+    ]
+    (replacement,) = events
+    group = world.core.groups.group("s")
+    assert group is not None
+    (y,) = [m for m, member in group.members.items() if member.group_instance_id is None]
+    rebalances, _ = await durable.rebalances("s", None, None, 100, 0)
+    assert [[i.member_id for i in r.members_in] for r in rebalances] == [[y], [replacement.previous_member_id]]
+    assert replacement.member_id not in (None, replacement.previous_member_id)
+    events, total = await durable.events("d", None, None, 100, 0)
+    assert [e.kind for e in events] == ["group_recreated", "group_deleted"] and events[1].cause == "deleted"
+    assert (await durable.events("g", None, None, 100, 0)) == ([], 0)
 
 
 async def test_commits_and_offsets_as_of_agree(stored: tuple[World, StorageHistory]) -> None:

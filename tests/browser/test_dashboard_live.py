@@ -165,6 +165,11 @@ def test_needs_attention_list_and_timeline_markers(page: Browser, chromium: str,
         page.wait_for("document.querySelectorAll('.tl-mark').length === 2")
         marks = page.evaluate("[...document.querySelectorAll('.tl-mark')].map(m => [m.dataset.kind, m.innerText])")
         assert [k for k, _ in marks] == ["static_replacement", "join_refused"]
+        sources = page.evaluate("[...document.querySelectorAll('.tl-mark')].map(m => m.dataset.source)")
+        assert sources == ["history", "memory"]  # the replacement is stored, the refusal only in memory
+        assert "1 stored events; 1 refused joins since the daemon started" in page.evaluate(
+            "document.getElementById('tl-count').innerText"
+        )
         assert "INCONSISTENT_GROUP_PROTOCOL" in marks[1][1] and "odd-client" in marks[1][1]
         assert "inst-1" in marks[0][1]
         page.screenshot(tmp_path / "markers.png")

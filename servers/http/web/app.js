@@ -291,7 +291,7 @@ function markerRow(e) {
     who = ` · ${esc(shortId(e.previous_member_id))} → ${esc(shortId(e.member_id))} (${esc(e.client_id || "")})`;
   }
   return `
-      <div class="tl-mark" data-kind="${esc(e.kind)}">
+      <div class="tl-mark" data-kind="${esc(e.kind)}" data-source="${esc(e.source)}">
         <span class="mono">${fmtTime(e.timestamp_ms)}</span>
         <span>${kindBadge(e.kind)}</span>
         <div class="tl-mdetail">${esc(e.detail)}${who}</div>
@@ -329,7 +329,7 @@ async function refreshGroup(groupId) {
     api(`/v1/groups/${enc}`),
     api(`/v1/groups/${enc}/rebalances?limit=50`).catch(() => ({ rebalances: [], total: 0 })),
     api(`/v1/groups/${enc}/offsets`).catch(() => ({ offsets: [] })),
-    api(`/v1/groups/${enc}/events`).catch(() => ({ events: [] })),
+    api(`/v1/groups/${enc}/events?limit=50`).catch(() => ({ events: [] })),
     api(attentionQuery()).catch(() => ({ items: [], groups: [] })),
   ]);
   page.group = group;
@@ -362,7 +362,8 @@ async function refreshGroup(groupId) {
       <td${idle.has(m.member_id) ? ' class="idle"' : ""}>${fmtAssignment(m.assignment)}${idle.has(m.member_id) ? ' <span class="badge kind no_partitions">owns no partitions</span>' : ""}</td>
     </tr>`).join("");
   patch(region("members-body"), members || '<tr><td colspan="8" class="muted">No members.</td></tr>');
-  patch(region("tl-count"), `(${history.total} rebalances recorded, newest first; ${events.events.length} events since the daemon started)`);
+  const refusals = events.events.filter((e) => e.source === "memory").length;
+  patch(region("tl-count"), `(${history.total} rebalances recorded, newest first; ${events.events.length - refusals} stored events; ${refusals} refused joins since the daemon started)`);
   patch(region("g-timeline"), timeline(history.rebalances, events.events));
   const owners = {};
   for (const m of group.members) {

@@ -25,7 +25,7 @@ from tests.e2e.daemon import ROOT, Daemon
 from tests.e2e.helpers import AiokafkaMember, wait_for
 from tests.storage.conftest import _run_in_thread
 
-from .clients import KpMember, http_get, http_post
+from .clients import KpMember, http_get, http_post, ready
 from .conftest import Backend, make_daemon
 
 pytestmark = pytest.mark.e2e
@@ -158,3 +158,41 @@ def test_history_names_causes_generations_and_members(tmp_path: Path, backend: B
         for v in db_views
     ]
     assert got_db == got_http
+
+
+def test_a_static_replacement_is_still_an_event_after_a_restart(tmp_path: Path, backend: Backend) -> None:
+    """The replacement is folded from the stored records: after a restart /events still lists it (source
+    history), and it is in no rebalance's members in or out."""
+    group = "history-replaced"
+    d = make_daemon(tmp_path, backend, topics=("durh-r:2",)).start()
+    members: list[KpMember] = []
+    try:
+        first = KpMember(d.bootstrap, group, topics=["durh-r"], group_instance_id="static-r").start()
+        members.append(first)
+        wait_for(lambda: first.assignment and first.member_id, 30, "the static member assigned")
+        old = first.member_id
+        first.close()
+        members.remove(first)
+        second = KpMember(d.bootstrap, group, topics=["durh-r"], group_instance_id="static-r").start()
+        members.append(second)
+        wait_for(lambda: second.assignment and second.member_id not in ("", old), 30, "a new instance")
+        new = second.member_id
+        before = http_get(d.http_url, f"/v1/groups/{group}/events")
+        for m in members:
+            m.close()
+        members.clear()
+        assert d.stop() == 0
+        d.start()
+        wait_for(lambda: ready(d.http_url), 30, "restarted daemon ready")
+        after = http_get(d.http_url, f"/v1/groups/{group}/events")
+        rebalances = http_get(d.http_url, f"/v1/groups/{group}/rebalances")["rebalances"]
+    finally:
+        for m in members:
+            m.close()
+        d.stop()
+    assert after == before, (before, after)
+    (event,) = after["events"]
+    assert (event["kind"], event["source"], event["group_instance_id"]) == ("static_replacement", "history", "static-r")
+    assert (event["previous_member_id"], event["member_id"]) == (old, new)
+    assert new not in {i["member_id"] for r in rebalances for i in r["members_in"]}
+    assert old not in {o["member_id"] for r in rebalances for o in r["members_out"]}

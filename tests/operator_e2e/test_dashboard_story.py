@@ -275,7 +275,8 @@ def story(daemon: Daemon, chromium: str, tmp_path_factory: pytest.TempPathFactor
 def test_refused_join_and_static_replacement_agree_across_api_cli_metrics_and_dashboard(story: Story) -> None:
     events = story.api[f"events {GROUP}"]["events"]
     assert story.cli[f"events {GROUP}"] == story.api[f"events {GROUP}"]
-    assert [e["kind"] for e in events] == ["static_replacement", "join_refused"], events
+    assert [(e["kind"], e["source"]) for e in events] == [("static_replacement", "history"),
+                                                          ("join_refused", "memory")], events  # fmt: skip
     replacement, refusal = events
     assert replacement["group_instance_id"] == INSTANCE
     assert (replacement["previous_member_id"], replacement["member_id"]) == (story.s1_member, story.s2_member)
@@ -288,6 +289,9 @@ def test_refused_join_and_static_replacement_agree_across_api_cli_metrics_and_da
     rebalances = story.api[f"rebalances {GROUP}"]
     assert story.cli[f"rebalances {GROUP}"] == rebalances
     assert moved("kgc_rebalances_total", group=GROUP) == rebalances["total"] == 2  # A joined, then S1
+    # the replacement is no rebalance's members in or out
+    assert story.s2_member not in {i["member_id"] for r in rebalances["rebalances"] for i in r["members_in"]}
+    assert story.s1_member not in {o["member_id"] for r in rebalances["rebalances"] for o in r["members_out"]}
     # the dashboard: the same markers at the same instants, the same rebalances, S2 in the members table
     marks = story.dom[f"marks {GROUP}"]
     assert [(k, iso) for k, iso, _ in marks] == [(e["kind"], iso_of(e["timestamp_ms"])) for e in events]
@@ -307,7 +311,8 @@ def iso_of(ms: int) -> str:
 def test_delete_and_recreate_agree_across_api_cli_metrics_and_dashboard(story: Story) -> None:
     events = story.api[f"events {RECREATED}"]["events"]
     assert story.cli[f"events {RECREATED}"] == story.api[f"events {RECREATED}"]
-    assert [e["kind"] for e in events] == ["group_recreated", "group_deleted"]
+    assert [(e["kind"], e["source"], e["cause"]) for e in events] == [("group_recreated", "history", None),
+                                                                      ("group_deleted", "history", "deleted")]
     moved = metric(story.metrics, "kgc_groups_removed_total", cause="deleted") - metric(
         story.before, "kgc_groups_removed_total", cause="deleted"
     )

@@ -82,7 +82,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    from coordinator.topics import parse_topic_spec
+    from broker.topics import parse_topic_spec
     from daemon.settings import listen_override, load_settings, parse_set_options
 
     overrides: dict[str, Any] = parse_set_options(args.set)

@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.topics import TopicRegistry
 from coordinator.clock import Clock, SystemClock
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.record_log import MemoryLog
-from coordinator.topics import TopicRegistry
 from daemon.settings import Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from runtime.activity import GroupActivity

@@ -147,7 +147,7 @@ class GroupSettings(_Section):
 class TopicSettings(_Section):
     auto_create: bool = True  # auto.create.topics.enable
     num_partitions: int = Field(default=1, ge=1)  # num.partitions
-    # Limits on auto-creation (Kafka has none by these names; coordinator.topics.AutoCreateLimits). 0 = no limit.
+    # Limits on auto-creation (Kafka has none by these names; broker.topics.AutoCreateLimits). 0 = no limit.
     auto_create_max_per_request: int = Field(default=100, ge=0)  # topics one Metadata request may create
     auto_create_per_second: float = Field(default=10.0, ge=0)  # per client host, on average ...
     auto_create_burst: int = Field(default=1_000, ge=1)  # ... after a burst of this many

@@ -496,7 +496,7 @@ class Metrics:
 
     def watch_topics(self, topics: Any) -> None:
         """Topics and auto-creation (its counters and limits), read at scrape time from ``topics`` (the server's
-        ``coordinator.topics.TopicRegistry``)."""
+        ``broker.topics.TopicRegistry``)."""
 
         class _TopicsCollector(Collector):
             def describe(self) -> Iterable[Metric]:

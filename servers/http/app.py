@@ -25,8 +25,8 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
+from broker.topics import TopicRegistry as Topics
 from coordinator.clock import Clock, SystemClock
-from coordinator.topics import TopicRegistry as Topics
 from runtime.activity import GroupActivity
 from runtime.metrics import Metrics
 

@@ -82,7 +82,7 @@ class TopicView(Protocol):
 
 
 class TopicRegistry(Protocol):
-    """``coordinator.topics.TopicRegistry`` (the server's): names -> partition counts; ``add`` grows only."""
+    """``broker.topics.TopicRegistry`` (the server's): names -> partition counts; ``add`` grows only."""
 
     def get(self, name: str) -> TopicView | None: ...
 

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from broker.topics import TopicRegistry
 from coordinator import messages as m
 from coordinator.deferred import Deferred
-from coordinator.topics import TopicRegistry
 from protocol.errors import ErrorCode
 
 

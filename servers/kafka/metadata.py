@@ -1,7 +1,7 @@
 """Metadata (3), v0-12: this node is the only broker, the controller and the leader of every partition.
 
 Requested topics that do not exist are created when ``auto.create.topics.enable`` is on and the request allows it
-(v4+ ``allow_auto_topic_creation``), within the registry's limits (``coordinator.topics.AutoCreateLimits``); a topic
+(v4+ ``allow_auto_topic_creation``), within the registry's limits (``broker.topics.AutoCreateLimits``); a topic
 not created is answered with UNKNOWN_TOPIC_OR_PARTITION, an illegal name with INVALID_TOPIC_EXCEPTION, as Kafka does.
 ``topics = null`` (v1+) means every topic; v0's empty list means every topic too. Names asked for twice are answered
 once (Kafka reads them as a set).
@@ -32,7 +32,7 @@ from collections.abc import Generator, Sequence
 from time import perf_counter
 from typing import Any
 
-from coordinator.topics import Topic, TopicRegistry, is_legal_topic_name
+from broker.topics import Topic, TopicRegistry, is_legal_topic_name
 from protocol.codec import encode_response
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
+from broker.topics import TopicRegistry
 from coordinator.clock import ManualClock, ManualTimer
 from coordinator.config import GroupConfig
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.record_log import MemoryLog
-from coordinator.topics import TopicRegistry
 from protocol.apis import SUPPORTED_VERSIONS
 from protocol.codec import decode_response_frame, encode_response
 from protocol.headers import RequestHeader

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from broker.topics import topic_id_for
 from coordinator import messages as m
-from coordinator.topics import topic_id_for
 from protocol.codec import decode_response_frame
 from protocol.errors import ErrorCode
 from servers.kafka.membership import join_request

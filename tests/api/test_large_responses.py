@@ -1,6 +1,6 @@
 """Metadata answers encoded by hand (servers.kafka.metadata): the same bytes as kio's for every version, caches
 dropped when a topic is created or grows, big answers built in slices that yield to the loop; topic id rules
-(KafkaApis.handleTopicMetadataRequest) and the auto-creation limits (coordinator.topics.AutoCreateLimits)."""
+(KafkaApis.handleTopicMetadataRequest) and the auto-creation limits (broker.topics.AutoCreateLimits)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 
-from coordinator.topics import AutoCreateLimits, TopicRegistry, topic_id_for
+from broker.topics import AutoCreateLimits, TopicRegistry, topic_id_for
 from protocol.codec import decode_response_frame, encode_response
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from broker.topics import TopicRegistry
 from coordinator.clock import ManualClock, ManualTimer
 from coordinator.config import GroupConfig
 from coordinator.deferred import Deferred
@@ -28,7 +29,6 @@ from coordinator.messages import (
     SyncGroupRequest,
 )
 from coordinator.record_log import MemoryLog
-from coordinator.topics import TopicRegistry
 from protocol.errors import ErrorCode
 from runtime.activity import GroupActivity
 from runtime.metrics import Metrics

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.topics import TopicRegistry, parse_topic_spec, topic_id_for
+from broker.topics import TopicRegistry, parse_topic_spec, topic_id_for
 from daemon.__main__ import build_parser, main, settings_from_args
 from daemon.settings import SettingsError, load_settings, parse_set_options
 from runtime.logging_setup import JsonFormatter, LogfmtFormatter

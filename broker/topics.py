@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger("coordinator.topics")
+log = logging.getLogger("broker.topics")
 
 _TOPIC_NAMESPACE = uuid.UUID("6b1c6c9e-3f0e-5d59-9d7c-6b6f6e1a1f00")
 # Kafka's legal topic names (Topic.java): ASCII letters, digits, '.', '_', '-', at most 249 characters.

@@ -1,0 +1,452 @@
+"""``Broker``: the data path's pure core - partitions, offsets, the batch index, Produce, Fetch and ListOffsets.
+
+Per partition it keeps the log start offset, the **high watermark** (the end of what is durable: what Fetch and
+ListOffsets see), the **log end offset** (``next_offset``: the next offset to assign; appends in flight sit between
+the two) and the partition epoch, and an index of the durable batches: base offset, last offset, max timestamp and
+size, in four ``array('q')`` columns (32 bytes a batch; a million batches cost 32 MB). The batch bytes stay in
+storage and Fetch reads them from there by (topic, partition, base offsets); with ``keep_bytes`` (the in-memory
+daemon, nothing stored) the index keeps them too.
+
+Produce (``produce``): each partition's batch is checked (``protocol.record_batch``: framing, CRC, one batch of
+magic 2, ``max.message.bytes``), gets the next offsets, is stamped (base offset, epoch; LogAppendTime if the topic
+says so) and becomes a ``BatchAppended`` record. One call appends the records of the whole request with ONE
+``DataLog.append`` (the storage writer merges concurrent calls into one transaction); ``on_done`` gets the
+per-partition answers once they are durable. Only then are the batches indexed and the high watermark moved, and
+the partition's watchers (parked Fetches) are called.
+
+A failed write: the partitions of the call answer KAFKA_STORAGE_ERROR (retriable); the partition refuses new appends
+(NOT_LEADER_OR_FOLLOWER, retriable) until every append in flight on it has completed, then its log end offset goes
+back to the high watermark, so no offset is skipped. (Appends already in flight behind the failed one fail in
+storage too: the write of a batch is conditional on the partition's stored next offset.)
+
+Time is injected (``now_ms``); the registry's changes are heard through ``TopicRegistry.on_change``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from array import array
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from protocol.errors import ErrorCode
+from protocol.record_batch import BatchError, BatchHeader, Compression, read_produced_batch, stamp
+
+from .records import BatchAppended, DataRecord, TopicCreated
+from .topics import Topic, TopicRegistry
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "Appended",
+    "Broker",
+    "DataLog",
+    "FetchSlice",
+    "PartitionSnapshot",
+    "TopicConfig",
+]
+
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's max.message.bytes default (LogConfig)
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+CONFIG_NAMES = ("max.message.bytes", "message.timestamp.type")
+
+
+class DataLog(Protocol):
+    """Where the records go: ``storage.SqlRecordLog`` (or ``MemoryDataLog``). ``on_done(None)`` once durable,
+    ``on_done(failure)`` if not; records of successive calls are persisted in call order."""
+
+    def append(self, records: Sequence[DataRecord], on_done: Callable[[Any], None] | None = None) -> None: ...
+
+
+class MemoryDataLog:
+    """Durable at once (the in-memory daemon); ``records`` keeps what was appended when ``keep``."""
+
+    def __init__(self, *, keep: bool = False) -> None:
+        self.keep = keep
+        self.records: list[DataRecord] = []
+
+    def append(self, records: Sequence[DataRecord], on_done: Callable[[Any], None] | None = None) -> None:
+        if self.keep:
+            self.records.extend(records)
+        if on_done is not None:
+            on_done(None)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    log_append_time: bool = False
+
+    @classmethod
+    def of(cls, configs: Mapping[str, str]) -> TopicConfig:
+        """From Kafka's names; raises ValueError for an unknown name or a bad value."""
+        out = cls()
+        for name, value in configs.items():
+            if name == "max.message.bytes":
+                size = int(value)
+                if size < 0:
+                    raise ValueError(f"max.message.bytes must be >= 0, not {value!r}")
+                out = TopicConfig(size, out.log_append_time)
+            elif name == "message.timestamp.type":
+                if value not in ("CreateTime", "LogAppendTime"):
+                    raise ValueError(f"message.timestamp.type must be CreateTime or LogAppendTime, not {value!r}")
+                out = TopicConfig(out.max_message_bytes, value == "LogAppendTime")
+            else:
+                raise ValueError(f"unsupported topic config {name!r} (supported: {', '.join(CONFIG_NAMES)})")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """One partition's answer to a Produce."""
+
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class FetchSlice:
+    """What a Fetch of one partition gets: whole durable batches from the one holding the fetch offset."""
+
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    bases: list[int] = field(default_factory=list)  # base offsets of the batches to send, in order
+    size: int = 0  # their bytes
+    data: list[bytes] | None = None  # the batches themselves when the broker keeps bytes
+
+
+@dataclass(slots=True)
+class PartitionSnapshot:
+    """A partition as storage loads it: offsets, epoch and the batch index (no bytes)."""
+
+    topic: str
+    partition: int
+    epoch: int = 0
+    log_start_offset: int = 0
+    next_offset: int = 0
+    batches: Sequence[tuple[int, int, int, int]] = ()  # (base offset, last offset, max timestamp, size), by offset
+
+
+class Partition:
+    __slots__ = (
+        "bases",
+        "data",
+        "epoch",
+        "failed",
+        "high_watermark",
+        "index",
+        "inflight",
+        "lasts",
+        "log_start",
+        "max_timestamps",
+        "next_offset",
+        "sizes",
+        "topic",
+        "watchers",
+    )
+
+    def __init__(self, topic: str, index: int, *, keep_bytes: bool, epoch: int = 0, start: int = 0) -> None:
+        self.topic = topic
+        self.index = index
+        self.epoch = epoch
+        self.log_start = start
+        self.high_watermark = start
+        self.next_offset = start
+        self.inflight = 0
+        self.failed = False
+        self.bases = array("q")
+        self.lasts = array("q")
+        self.max_timestamps = array("q")
+        self.sizes = array("q")
+        self.data: list[bytes] | None = [] if keep_bytes else None
+        self.watchers: list[Callable[[], None]] = []
+
+    def add(self, base: int, last: int, max_timestamp: int, size: int, data: bytes | None = None) -> None:
+        self.bases.append(base)
+        self.lasts.append(last)
+        self.max_timestamps.append(max_timestamp)
+        self.sizes.append(size)
+        if self.data is not None and data is not None:
+            self.data.append(data)
+        self.high_watermark = last + 1
+
+    def first_batch_at(self, offset: int) -> int:
+        """The index of the first batch whose last offset is >= ``offset``."""
+        return bisect_left(self.lasts, offset)
+
+    def bytes_from(self, offset: int, limit: int) -> int:
+        """Durable bytes from the batch holding ``offset``, counted up to ``limit``."""
+        total = 0
+        sizes = self.sizes
+        for i in range(self.first_batch_at(offset), len(sizes)):
+            total += sizes[i]
+            if total >= limit:
+                break
+        return total
+
+
+class Broker:
+    def __init__(
+        self,
+        topics: TopicRegistry,
+        log: DataLog,
+        now_ms: Callable[[], int],
+        *,
+        keep_bytes: bool = False,
+        defaults: Mapping[str, str] | None = None,
+    ) -> None:
+        self.topics = topics
+        self.log = log
+        self.now_ms = now_ms
+        self.keep_bytes = keep_bytes
+        self.defaults = dict(defaults or {})
+        self._default_config = TopicConfig.of(self.defaults)
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._configs: dict[str, tuple[tuple[str, str], ...]] = {}  # configs set on each topic
+        self._config_cache: dict[str, TopicConfig] = {}
+        self._recorded: dict[str, int] = {}  # topic -> partition count known durable (or being written)
+        self._started = False
+
+    # ------------------------------------------------------------------------------------------------ topics
+
+    def load(self, topics: Iterable[TopicCreated], partitions: Iterable[PartitionSnapshot]) -> None:
+        """Stored topics and partitions, before ``start``: the registry grows to the stored partition counts."""
+        for t in topics:
+            self._recorded[t.name] = max(self._recorded.get(t.name, 0), t.partitions)
+            self._configs[t.name] = t.configs
+            self._config_cache.pop(t.name, None)
+            self.topics.add(t.name, t.partitions)
+        for s in partitions:
+            p = Partition(s.topic, s.partition, keep_bytes=self.keep_bytes, epoch=s.epoch, start=s.log_start_offset)
+            for base, last, max_ts, size in s.batches:
+                p.add(base, last, max_ts, size)
+            p.high_watermark = p.next_offset = max(s.next_offset, p.high_watermark)
+            self._partitions[(s.topic, s.partition)] = p
+
+    def start(self) -> None:
+        """Record every topic not stored yet (configured ones, say), then every topic created or grown from now on."""
+        if self._started:
+            return
+        self._started = True
+        self.topics.on_change(self._topic_changed)
+        records = [self._topic_record(t) for t in self.topics.all() if self._recorded.get(t.name, 0) < t.partitions]
+        if records:
+            self.log.append(records, self._topics_written(records))
+
+    def configure(self, name: str, configs: Mapping[str, str]) -> None:
+        """Set configs on an existing topic (checked: ValueError) and record them."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise ValueError(f"unknown topic {name!r}")
+        TopicConfig.of({**self.defaults, **configs})
+        self._configs[name] = tuple(sorted({**dict(self._configs.get(name, ())), **configs}.items()))
+        self._config_cache.pop(name, None)
+        record = self._topic_record(topic)
+        self.log.append([record], self._topics_written([record]))
+
+    def config(self, name: str) -> TopicConfig:
+        found = self._config_cache.get(name)
+        if found is None:
+            own = self._configs.get(name)
+            found = self._default_config if not own else TopicConfig.of({**self.defaults, **dict(own)})
+            self._config_cache[name] = found
+        return found
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        return dict(self._configs.get(name, ()))
+
+    def _topic_changed(self, topic: Topic) -> None:
+        if self._recorded.get(topic.name, 0) < topic.partitions:
+            record = self._topic_record(topic)
+            self.log.append([record], self._topics_written([record]))
+
+    def _topic_record(self, topic: Topic) -> TopicCreated:
+        self._recorded[topic.name] = topic.partitions
+        return TopicCreated(topic.name, topic.partitions, self._configs.get(topic.name, ()), self.now_ms())
+
+    def _topics_written(self, records: list[TopicCreated]) -> Callable[[Any], None]:
+        def done(failure: Any) -> None:
+            if failure is not None:  # written again with the next append to the topic
+                for r in records:
+                    if self._recorded.get(r.name) == r.partitions:
+                        self._recorded[r.name] = 0
+
+        return done
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        p = self._partitions.get((topic, index))
+        if p is None and self.topics.has_partition(topic, index):
+            p = self._partitions[(topic, index)] = Partition(topic, index, keep_bytes=self.keep_bytes)
+        return p
+
+    # ------------------------------------------------------------------------------------------------ produce
+
+    def produce(
+        self,
+        entries: Sequence[tuple[str, int, bytes | None]],
+        on_done: Callable[[list[Appended]], None],
+        *,
+        zstd_allowed: bool = True,
+    ) -> None:
+        """Append one batch to each (topic, partition); ``on_done`` gets the answers in entry order, once every
+        accepted batch is durable (at once if none is, maybe inside this call)."""
+        answers: list[Appended | None] = []
+        records: list[DataRecord] = []
+        appended: list[tuple[int, Partition, BatchAppended, int]] = []  # (answer index, partition, record, time)
+        now = self.now_ms()
+        for topic, index, data in entries:
+            p = self.partition(topic, index)
+            if p is None:
+                answers.append(Appended(ErrorCode.unknown_topic_or_partition))
+                continue
+            header = self._check(p, data, zstd_allowed)
+            if isinstance(header, Appended):
+                answers.append(header)
+                continue
+            assert data is not None
+            config = self.config(topic)
+            base = p.next_offset
+            last = base + header.last_offset_delta
+            append_time = now if config.log_append_time else None
+            stamped = stamp(data, base, p.epoch, append_time)
+            max_ts = now if config.log_append_time else header.max_timestamp
+            t = self.topics.get(topic)
+            if t is not None and self._recorded.get(topic, 0) < t.partitions:  # its record failed: write it again
+                records.append(self._topic_record(t))
+            record = BatchAppended(topic, index, base, last, max_ts, p.epoch, stamped, now)
+            p.next_offset = last + 1
+            p.inflight += 1
+            records.append(record)
+            appended.append((len(answers), p, record, -1 if append_time is None else append_time))
+            answers.append(None)
+        if not appended:
+            if records:
+                self.log.append(records)
+            on_done([a for a in answers if a is not None])
+            return
+
+        def done(failure: Any) -> None:
+            woken: list[Partition] = []
+            for i, p, record, append_time in appended:
+                p.inflight -= 1
+                if failure is None and not p.failed:
+                    p.add(record.base_offset, record.last_offset, record.max_timestamp, record.size, record.data)
+                    answers[i] = Appended(ErrorCode.none, record.base_offset, append_time, p.log_start)
+                    woken.append(p)
+                else:
+                    p.failed = True
+                    answers[i] = Appended(ErrorCode.kafka_storage_error, message="the batch could not be stored")
+                if p.failed and p.inflight == 0:
+                    p.next_offset = p.high_watermark
+                    p.failed = False
+            for p in woken:
+                self._wake(p)
+            on_done([a for a in answers if a is not None])
+
+        self.log.append(records, done)
+
+    def _check(self, p: Partition, data: bytes | None, zstd_allowed: bool) -> Appended | BatchHeader:
+        if p.failed:
+            return Appended(ErrorCode.not_leader_or_follower, message="a write failed; appends resume shortly")
+        if data is None:
+            return Appended(ErrorCode.invalid_record, message="no records")
+        try:
+            header = read_produced_batch(data)
+        except BatchError as e:
+            return Appended(e.code, message=str(e))
+        if header.size > self.config(p.topic).max_message_bytes:
+            return Appended(
+                ErrorCode.message_too_large,
+                message=f"batch of {header.size} bytes is larger than max.message.bytes "
+                f"{self.config(p.topic).max_message_bytes}",
+            )
+        if header.compression == Compression.ZSTD and not zstd_allowed:
+            return Appended(ErrorCode.unsupported_compression_type, message="zstd needs Produce v7 or later")
+        return header
+
+    # ------------------------------------------------------------------------------------------------ fetch
+
+    def read(self, topic: str, index: int, offset: int, max_bytes: int, *, min_one: bool) -> FetchSlice:
+        """Whole durable batches from the one holding ``offset``, up to ``max_bytes`` (at least one batch when
+        ``min_one``, as Kafka's soft limit, KIP-74). OFFSET_OUT_OF_RANGE below the log start or beyond the log
+        end, as Kafka answers."""
+        p = self.partition(topic, index)
+        if p is None:
+            return FetchSlice(ErrorCode.unknown_topic_or_partition)
+        out = FetchSlice(ErrorCode.none, p.high_watermark, p.log_start)
+        if offset < p.log_start or offset > p.next_offset:
+            out.error = ErrorCode.offset_out_of_range
+            return out
+        if offset >= p.high_watermark:
+            return out
+        sizes, bases = p.sizes, p.bases
+        data: list[bytes] | None = [] if p.data is not None else None
+        for i in range(p.first_batch_at(offset), len(bases)):
+            size = sizes[i]
+            if out.size + size > max_bytes and (out.bases or not min_one):
+                break
+            out.bases.append(bases[i])
+            out.size += size
+            if data is not None and p.data is not None:
+                data.append(p.data[i])
+        out.data = data
+        return out
+
+    def available(self, topic: str, index: int, offset: int, limit: int) -> int:
+        """Durable bytes a Fetch from ``offset`` would find (counted up to ``limit``); 0 for an error."""
+        p = self._partitions.get((topic, index))
+        if p is None or offset < p.log_start or offset >= p.high_watermark:
+            return 0
+        return p.bytes_from(offset, limit)
+
+    def watch(self, topic: str, index: int, callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``callback`` once, at the next durable append to the partition. Returns a cancel function (None for
+        an unknown partition)."""
+        p = self.partition(topic, index)
+        if p is None:
+            return None
+        p.watchers.append(callback)
+        watchers = p.watchers
+
+        def cancel() -> None:
+            with contextlib.suppress(ValueError):
+                watchers.remove(callback)
+
+        return cancel
+
+    @staticmethod
+    def _wake(p: Partition) -> None:
+        watchers, p.watchers = p.watchers, []
+        for callback in watchers:
+            callback()
+
+    # ------------------------------------------------------------------------------------------------ list offsets
+
+    def list_offset(self, topic: str, index: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+        """(error, offset, timestamp) for ListOffsets: -2 earliest, -1 latest, -3 the max timestamp, t >= 0 the first
+        batch whose max timestamp is >= t (batch granularity: its base offset and max timestamp); not found: -1."""
+        p = self.partition(topic, index)
+        if p is None:
+            return ErrorCode.unknown_topic_or_partition, -1, -1
+        if timestamp == EARLIEST:
+            return ErrorCode.none, p.log_start, -1
+        if timestamp == LATEST:
+            return ErrorCode.none, p.high_watermark, -1
+        stamps = p.max_timestamps
+        if timestamp == MAX_TIMESTAMP:
+            if not stamps:
+                return ErrorCode.none, -1, -1
+            best = max(range(len(stamps)), key=stamps.__getitem__)  # the first batch with the largest timestamp
+            log_append = self.config(topic).log_append_time
+            return ErrorCode.none, p.bases[best] if log_append else p.lasts[best], stamps[best]
+        if timestamp < 0:
+            return ErrorCode.unsupported_version, -1, -1
+        for i in range(len(stamps)):
+            if stamps[i] >= timestamp:
+                return ErrorCode.none, max(p.bases[i], p.log_start), stamps[i]
+        return ErrorCode.none, -1, -1

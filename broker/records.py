@@ -1,0 +1,42 @@
+"""The records of the data path, persisted by the same record log as the coordinator's records.
+
+* ``TopicCreated`` - a topic was created or grew (Kafka only grows partition counts), with its configs. Replayed at
+  start-up into the topic registry, so topics keep their partition counts and configs across restarts.
+* ``BatchAppended`` - one record batch appended to a partition: the batch bytes exactly as the producer sent them,
+  with the assigned ``base_offset`` (and, under LogAppendTime, the broker's max timestamp) stamped in.
+
+Every batch carries the partition ``epoch`` it was appended under. Today there is one node and the epoch is 0; when
+several daemons share a database, the storage write of a batch is conditional on the stored epoch and next offset of
+its partition (``storage/README.md``), so a writer with a stale epoch fails instead of interleaving two logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCreated:
+    name: str
+    partitions: int
+    configs: tuple[tuple[str, str], ...]  # sorted (name, value) pairs: only the ones set on the topic
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAppended:
+    topic: str
+    partition: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    epoch: int
+    data: bytes
+    timestamp_ms: int  # when the broker appended it
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+DataRecord = TopicCreated | BatchAppended

@@ -302,6 +302,51 @@ class CurrentOffset(Base):
     generation_id: Mapped[int] = mapped_column(Integer)
 
 
+# ------------------------------------------------------------------------------------------------ data path
+
+
+class TopicRow(Base):
+    """One row per topic (``broker.records.TopicCreated``): its partition count (grows only) and the configs set on
+    it (a JSON object of Kafka config names to strings; the daemon's defaults apply to the rest)."""
+
+    __tablename__ = "topics"
+    name: Mapped[Key]
+    partitions: Mapped[Int32]
+    configs: Mapped[Text]
+    position: Mapped[Int64]
+    updated_ms: Mapped[Millis]
+
+
+class PartitionRow(Base):
+    """One row per partition: its epoch, log start offset and next offset (the end of the stored log). Every
+    batch write moves ``next_offset`` with a conditional UPDATE (``WHERE next_offset = <the batch's base offset>
+    AND epoch = <the writer's epoch>``): a writer whose idea of the log is stale fails instead of writing."""
+
+    __tablename__ = "partitions"
+    topic: Mapped[Key]
+    partition_index: Mapped[KeyInt]
+    epoch: Mapped[Int32]
+    log_start_offset: Mapped[Int64]
+    next_offset: Mapped[Int64]
+
+
+class PartitionBatch(Base):
+    """One row per record batch (``broker.records.BatchAppended``): the bytes as the producer sent them, with the
+    assigned base offset (and the partition epoch, and under LogAppendTime the broker's time) stamped in."""
+
+    __tablename__ = "partition_batches"
+    topic: Mapped[Key]
+    partition_index: Mapped[KeyInt]
+    base_offset: Mapped[PositionKey]
+    last_offset: Mapped[Int64]
+    max_timestamp_ms: Mapped[Millis]
+    partition_epoch: Mapped[Int32]
+    size_bytes: Mapped[Int32]
+    position: Mapped[Int64]
+    appended_ms: Mapped[Millis]
+    data: Mapped[Bytes]
+
+
 # Tables pruned by position range (everything except the current state and the bookkeeping).
 HISTORY_TABLES: tuple[type[Base], ...] = (
     GroupMetadataLog,

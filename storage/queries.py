@@ -330,9 +330,7 @@ def _tombstone_between(records: Iterable[tuple[int, Record]], before: int, v: Re
     return any(isinstance(r, GroupTombstone) and before < p < v.position for p, r in records)
 
 
-async def _assignments(
-    conn: AsyncConnection, group_id: str, positions: Sequence[int]
-) -> dict[int, Owners | None]:
+async def _assignments(conn: AsyncConnection, group_id: str, positions: Sequence[int]) -> dict[int, Owners | None]:
     """Owner per partition of each group metadata record, as ``coordinator.history.assignment_owners`` tells them
     from the record: {} without members; None when not ``consumer`` or not decodable."""
     if not positions:
@@ -498,9 +496,7 @@ async def _group_records(
     if with_members:
         gm = table(m.GenerationMember)
         for r in await conn.execute(_sel(gm, group_id, lo, hi).order_by(gm.c.position, gm.c.member_index)):
-            metadata_members.setdefault(r.position, []).append(
-                member_from_row(r)
-            )
+            metadata_members.setdefault(r.position, []).append(member_from_row(r))
     t = table(m.GroupMetadataLog)
     for r in await conn.execute(_sel(t, group_id, lo, hi)):
         out.append(

@@ -51,6 +51,7 @@ Recovery
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 import time
@@ -64,15 +65,19 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from broker.partitions import PartitionSnapshot
+from broker.records import TopicCreated
 from coordinator.record_log import OnDone, WriteFailure
-from coordinator.records import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, Record, StateRecord
+from coordinator.records import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, StateRecord
 
 from . import models as m
+from .batch_reader import BatchReader, reader_for
 from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
 from .errors import StorageError, describe
 from .lock import DatabaseLock, claim_sqlite_database
 from .models import table
 from .queries import StorageQueries, member_from_row
+from .rows import AnyRecord
 from .writers import BatchWriter, PositionConflict, writer_for
 
 __all__ = ["PositionConflict", "SqlRecordLog", "WriteHealth", "WriterStats"]
@@ -127,13 +132,14 @@ class SqlRecordLog:
         ``Metrics.observe_storage_write``). Raises ``StorageError`` for a backend without a batch writer."""
         self.engine = engine
         self._batch_writer: BatchWriter = writer_for(engine, sqlite_busy_timeout_s=sqlite_busy_timeout_s)
+        self._batch_reader: BatchReader = reader_for(engine, sqlite_busy_timeout_s=sqlite_busy_timeout_s)
         self.on_batch = on_batch
         self.max_batch_records = max_batch_records
         self.stats = WriterStats()
         self._owns_engine = owns_engine
         self._dialect = engine.dialect.name
-        self._queue: list[tuple[Sequence[Record], OnDone | None]] = []
-        self._inflight: list[tuple[Sequence[Record], OnDone | None]] = []
+        self._queue: list[tuple[Sequence[AnyRecord], OnDone | None]] = []
+        self._inflight: list[tuple[Sequence[AnyRecord], OnDone | None]] = []
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._closed = False  # no more appends accepted
@@ -228,6 +234,7 @@ class SqlRecordLog:
         if self._writer is not None:
             await self._writer
         await self._batch_writer.close()
+        await self._batch_reader.close()
         if self._owns_engine:
             await self.engine.dispose()
         if self._lock is not None:
@@ -236,7 +243,7 @@ class SqlRecordLog:
 
     # ------------------------------------------------------------------------------------------------ write path
 
-    def append(self, records: Sequence[Record], on_done: OnDone | None = None) -> None:
+    def append(self, records: Sequence[AnyRecord], on_done: OnDone | None = None) -> None:
         if self._closed:
             if on_done is not None:
                 on_done(WriteFailure.UNAVAILABLE)
@@ -270,7 +277,7 @@ class SqlRecordLog:
             calls, self._inflight, self._queue = self._inflight + self._queue, [], []
             self._complete(calls, WriteFailure.UNAVAILABLE)
 
-    def _take_batch(self) -> list[tuple[Sequence[Record], OnDone | None]]:
+    def _take_batch(self) -> list[tuple[Sequence[AnyRecord], OnDone | None]]:
         count = 0
         taken = 0
         for records, _ in self._queue:
@@ -281,7 +288,7 @@ class SqlRecordLog:
         calls, self._queue = self._queue[:taken], self._queue[taken:]
         return calls
 
-    def _complete(self, calls: Iterable[tuple[Sequence[Record], OnDone | None]], error: WriteFailure | None) -> None:
+    def _complete(self, calls: Iterable[tuple[Sequence[AnyRecord], OnDone | None]], error: WriteFailure | None) -> None:
         for _records, on_done in calls:
             self._completed += 1
             self.stats.appends += 1
@@ -310,7 +317,7 @@ class SqlRecordLog:
             del self._inflight[0]
             self._complete([(records, on_done)], WriteFailure.REFUSED if bad_data else error)
 
-    async def _write(self, records: list[Record]) -> tuple[WriteFailure | None, bool]:
+    async def _write(self, records: list[AnyRecord]) -> tuple[WriteFailure | None, bool]:
         """One transaction. Returns (error, whether the failure is caused by the data rather than the database)."""
         started = time.perf_counter()
         try:
@@ -398,6 +405,21 @@ class SqlRecordLog:
                 return await _load(conn)
         except Exception as e:
             raise StorageError(f"cannot load the coordinator state: {describe(e)}") from e
+
+    async def load_data(self) -> tuple[list[TopicCreated], list[PartitionSnapshot]]:
+        """The data path's stored state: every topic (partitions, configs) and every partition's offsets, epoch and
+        batch index (no batch bytes: Fetch reads those with ``read_batches``)."""
+        try:
+            async with self.engine.connect() as conn:
+                if self._dialect == "postgresql":
+                    await conn.execution_options(isolation_level="REPEATABLE READ")
+                return await _load_data(conn)
+        except Exception as e:
+            raise StorageError(f"cannot load the topics and partitions: {describe(e)}") from e
+
+    async def read_batches(self, topic: str, partition: int, first_base: int, last_base: int) -> list[bytes]:
+        """The stored batches of a partition whose base offsets lie in ``[first_base, last_base]``, in order."""
+        return await self._batch_reader.read(topic, partition, first_base, last_base)
 
     # ------------------------------------------------------------------------------------------------ retention
 
@@ -505,6 +527,36 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
         for group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation in result
     )
     return out
+
+
+async def _load_data(conn: AsyncConnection) -> tuple[list[TopicCreated], list[PartitionSnapshot]]:
+    t = table(m.TopicRow)
+    topics = [
+        TopicCreated(row.name, row.partitions, tuple(sorted(json.loads(row.configs).items())), row.updated_ms)
+        for row in await conn.execute(select(t).order_by(t.c.position))
+    ]
+    b = table(m.PartitionBatch)
+    index: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+    rows = await conn.execute(
+        select(
+            b.c.topic, b.c.partition_index, b.c.base_offset, b.c.last_offset, b.c.max_timestamp_ms, b.c.size_bytes
+        ).order_by(b.c.topic, b.c.partition_index, b.c.base_offset)
+    )
+    for topic, partition, base, last, max_ts, size in rows:
+        index.setdefault((topic, partition), []).append((base, last, max_ts, size))
+    p = table(m.PartitionRow)
+    partitions = [
+        PartitionSnapshot(
+            row.topic,
+            row.partition_index,
+            row.epoch,
+            row.log_start_offset,
+            row.next_offset,
+            index.get((row.topic, row.partition_index), []),
+        )
+        for row in await conn.execute(select(p).order_by(p.c.topic, p.c.partition_index))
+    ]
+    return topics, partitions
 
 
 def _claim(url: str) -> DatabaseLock | None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.records import BatchAppended, DataRecord, TopicCreated
 from coordinator.records import (
     GroupMetadataRecord,
     GroupStabilized,
@@ -33,9 +34,26 @@ from . import models as m
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
+AnyRecord = Record | DataRecord  # what the record log stores: the coordinator's records and the data path's
 OffsetKey = tuple[str, str, int]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+class OffsetConflict(ValueError):
+    """Batches of one partition in a write that do not follow each other, or whose first one does not start at the
+    stored next offset (or carries another epoch): a stale or out-of-order writer. A ValueError, so that
+    ``SqlRecordLog`` treats it as refused data: the calls of the transaction are retried one by one and only the
+    stale one fails."""
+
+
+@dataclass
+class PartitionMove:
+    """A conditional move of ``partitions.next_offset`` from ``expected`` to ``new`` under ``epoch``."""
+
+    expected: int
+    new: int
+    epoch: int
 
 
 @dataclass
@@ -48,6 +66,10 @@ class BatchRows:
     group_deletes: set[str] = field(default_factory=set)
     offset_upserts: dict[OffsetKey, tuple[int, OffsetCommitRecord]] = field(default_factory=dict)
     offset_deletes: set[OffsetKey] = field(default_factory=set)
+    # data path: topic upserts by name, new partition rows, and per partition the move of its stored next offset
+    topic_upserts: dict[str, Row] = field(default_factory=dict)
+    partition_inserts: list[Row] = field(default_factory=list)
+    partition_moves: dict[tuple[str, int], PartitionMove] = field(default_factory=dict)
 
     @property
     def record_count(self) -> int:
@@ -57,7 +79,7 @@ class BatchRows:
         self.log_rows.setdefault(model, []).append(row)
 
 
-def build_batch(records: Sequence[Record], first_position: int) -> BatchRows:
+def build_batch(records: Sequence[Record | DataRecord], first_position: int) -> BatchRows:
     batch = BatchRows(first_position=first_position, last_position=first_position - 1, timestamp_ms=-1)
     position = first_position - 1
     for record in records:
@@ -72,7 +94,49 @@ def build_batch(records: Sequence[Record], first_position: int) -> BatchRows:
     return batch
 
 
-def _record_time(record: Record) -> int:
+def _topic_created(batch: BatchRows, position: int, r: TopicCreated) -> None:
+    batch.topic_upserts[r.name] = {
+        "name": r.name,
+        "partitions": r.partitions,
+        "configs": json.dumps(dict(r.configs), sort_keys=True),
+        "position": position,
+        "updated_ms": r.timestamp_ms,
+    }
+    batch.partition_inserts.extend(
+        {"topic": r.name, "partition_index": p, "epoch": 0, "log_start_offset": 0, "next_offset": 0}
+        for p in range(r.partitions)
+    )
+
+
+def _batch_appended(batch: BatchRows, position: int, r: BatchAppended) -> None:
+    batch.add(
+        m.PartitionBatch,
+        {
+            "topic": r.topic,
+            "partition_index": r.partition,
+            "base_offset": r.base_offset,
+            "last_offset": r.last_offset,
+            "max_timestamp_ms": r.max_timestamp,
+            "partition_epoch": r.epoch,
+            "size_bytes": len(r.data),
+            "position": position,
+            "appended_ms": r.timestamp_ms,
+            "data": r.data,
+        },
+    )
+    key = (r.topic, r.partition)
+    move = batch.partition_moves.get(key)
+    if move is None:
+        batch.partition_moves[key] = PartitionMove(r.base_offset, r.last_offset + 1, r.epoch)
+    elif move.new != r.base_offset or move.epoch != r.epoch:
+        raise OffsetConflict(
+            f"{r.topic}-{r.partition}: batch at {r.base_offset} (epoch {r.epoch}) does not follow {move.new - 1}"
+        )
+    else:
+        move.new = r.last_offset + 1
+
+
+def _record_time(record: Record | DataRecord) -> int:
     if isinstance(record, OffsetCommitRecord):
         return record.commit_timestamp_ms
     return record.timestamp_ms
@@ -307,6 +371,8 @@ _HANDLERS: dict[type, Any] = {
     GroupStabilized: _group_stabilized,
     MemberJoined: _member_joined,
     MemberRemoved: _member_removed,
+    TopicCreated: _topic_created,
+    BatchAppended: _batch_appended,
 }
 
 

@@ -33,12 +33,19 @@ from typing import Any, Protocol
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from coordinator.records import Record
-
 from . import models as m
 from .errors import StorageError
 from .models import table
-from .rows import BatchRows, Row, build_batch, current_group_row, current_member_rows, current_offset_row
+from .rows import (
+    AnyRecord,
+    BatchRows,
+    OffsetConflict,
+    Row,
+    build_batch,
+    current_group_row,
+    current_member_rows,
+    current_offset_row,
+)
 
 _OFFSET_KEYS = ("group_id", "topic", "partition_index")
 # Multi-row statements (SqliteWriter._chunked): SQLite's parameter limit is 32,766 since 3.32, 999 before.
@@ -52,7 +59,7 @@ class PositionConflict(Exception):
 
 
 class BatchWriter(Protocol):
-    async def write(self, records: Sequence[Record], last_position: int | None) -> BatchRows: ...
+    async def write(self, records: Sequence[AnyRecord], last_position: int | None) -> BatchRows: ...
 
     async def probe(self) -> None:
         """One write transaction that changes nothing (``SqlRecordLog.check_writes``); raises if it fails."""
@@ -127,7 +134,7 @@ class SqliteWriter:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgc-sqlite-writer")
         self._sql: dict[tuple[str, str, int], str] = {}
 
-    async def write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
+    async def write(self, records: Sequence[AnyRecord], last_position: int | None) -> BatchRows:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._write, records, last_position)
 
@@ -190,7 +197,7 @@ class SqliteWriter:
         except sqlite3.Error:
             self._disconnect()  # a connection that cannot roll back is not reused
 
-    def _write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
+    def _write(self, records: Sequence[AnyRecord], last_position: int | None) -> BatchRows:
         conn = self._begin()
         try:
             batch = self._write_in(conn, records, last_position)
@@ -200,7 +207,7 @@ class SqliteWriter:
             raise
         return batch
 
-    def _write_in(self, conn: sqlite3.Connection, records: Sequence[Record], last: int | None) -> BatchRows:
+    def _write_in(self, conn: sqlite3.Connection, records: Sequence[AnyRecord], last: int | None) -> BatchRows:
         if last is None:
             last = int(conn.execute("SELECT last_position FROM log_state WHERE id = 1").fetchone()[0])
         batch = build_batch(records, last + 1)
@@ -212,8 +219,12 @@ class SqliteWriter:
         if moved.rowcount != 1:
             raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
         self._insert(conn, m.LogBatch, [_batch_row(batch)])
+        if batch.topic_upserts or batch.partition_inserts:
+            self._write_topics(conn, batch)
         for model, rows in batch.log_rows.items():
             self._insert(conn, model, rows)
+        if batch.partition_moves:
+            self._move_partitions(conn, batch)
         touched = sorted(batch.group_deletes | batch.group_upserts.keys())
         if touched:
             self._delete(conn, "current_group_members", ("group_id",), [(g,) for g in touched])
@@ -229,6 +240,25 @@ class SqliteWriter:
         if offsets:
             self._upsert(conn, m.CurrentOffset, _OFFSET_KEYS, offsets)
         return batch
+
+    def _write_topics(self, conn: sqlite3.Connection, batch: BatchRows) -> None:
+        topics = _table(m.TopicRow)
+        for row in batch.topic_upserts.values():  # topic changes are rare: one statement each
+            conn.execute(_sqlite_values(topics, 1) + _TOPIC_CONFLICT.format(greatest="max"), topics.tuple(row))
+        if batch.partition_inserts:
+            t = _table(m.PartitionRow)
+            rows = t.tuples(batch.partition_inserts)
+            self._chunked(conn, ("insert-new", t.name), len(t.columns), rows, lambda n: _sqlite_values(t, n) + _IGNORE)
+
+    def _move_partitions(self, conn: sqlite3.Connection, batch: BatchRows) -> None:
+        for (topic, partition), move in batch.partition_moves.items():
+            moved = conn.execute(
+                "UPDATE partitions SET next_offset = ? WHERE topic = ? AND partition_index = ? AND next_offset = ?"
+                " AND epoch = ?",
+                (move.new, topic, partition, move.expected, move.epoch),
+            )
+            if moved.rowcount != 1:
+                raise OffsetConflict(f"{topic}-{partition}: the stored log does not end at {move.expected}")
 
     def _insert(self, conn: sqlite3.Connection, model: type[m.Base], rows: list[Row]) -> None:
         t = _table(model)
@@ -286,6 +316,14 @@ def _sqlite_delete(name: str, keys: tuple[str, ...], rows: int) -> str:
     return f"DELETE FROM {name} WHERE ({', '.join(keys)}) IN (VALUES {', '.join([one] * rows)})"
 
 
+# A topic only grows; its configs are the latest recorded.
+_TOPIC_CONFLICT = (
+    " ON CONFLICT (name) DO UPDATE SET partitions = {greatest}(topics.partitions, excluded.partitions),"
+    " configs = excluded.configs, position = excluded.position, updated_ms = excluded.updated_ms"
+)
+_IGNORE = " ON CONFLICT DO NOTHING"  # a partition row that exists keeps its offsets
+
+
 def _on_conflict(t: _Table, keys: tuple[str, ...], excluded: str) -> str:
     updates = ", ".join(f"{c} = {excluded}.{c}" for c in t.columns if c not in keys)
     return f" ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {updates}"
@@ -312,14 +350,14 @@ class PostgresWriter:
                 for sql in _PROBE_SQL:
                     await conn.execute(sql)
 
-    async def write(self, records: Sequence[Record], last_position: int | None) -> BatchRows:
+    async def write(self, records: Sequence[AnyRecord], last_position: int | None) -> BatchRows:
         async with self.engine.connect() as sa_conn:
             raw = await sa_conn.get_raw_connection()
             conn: Any = raw.driver_connection  # asyncpg.Connection
             async with conn.transaction():
                 return await self._write_in(conn, records, last_position)
 
-    async def _write_in(self, conn: Any, records: Sequence[Record], last: int | None) -> BatchRows:
+    async def _write_in(self, conn: Any, records: Sequence[AnyRecord], last: int | None) -> BatchRows:
         if last is None:
             last = int(await conn.fetchval("SELECT last_position FROM log_state WHERE id = 1"))
         batch = build_batch(records, last + 1)
@@ -331,8 +369,28 @@ class PostgresWriter:
         if status != "UPDATE 1":
             raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
         await self._insert(conn, m.LogBatch, [_batch_row(batch)])
+        if batch.topic_upserts:
+            t = _table(m.TopicRow)
+            sql = _pg_insert(t) + _TOPIC_CONFLICT.format(greatest="GREATEST")
+            await conn.execute(sql, *_columns(t, list(batch.topic_upserts.values())))
+        if batch.partition_inserts:
+            t = _table(m.PartitionRow)
+            await conn.execute(_pg_insert(t) + _IGNORE, *_columns(t, batch.partition_inserts))
         for model, rows in batch.log_rows.items():
             await self._insert(conn, model, rows)
+        if batch.partition_moves:
+            keys = list(batch.partition_moves)
+            moves = list(batch.partition_moves.values())
+            status = await conn.execute(
+                "UPDATE partitions AS p SET next_offset = k.new FROM unnest($1::VARCHAR[], $2::INTEGER[],"
+                " $3::BIGINT[], $4::BIGINT[], $5::INTEGER[]) AS k(topic, partition_index, expected, new, epoch)"
+                " WHERE p.topic = k.topic AND p.partition_index = k.partition_index AND p.next_offset = k.expected"
+                " AND p.epoch = k.epoch",
+                [k[0] for k in keys], [k[1] for k in keys], [mv.expected for mv in moves], [mv.new for mv in moves],
+                [mv.epoch for mv in moves],
+            )  # fmt: skip
+            if status != f"UPDATE {len(keys)}":
+                raise OffsetConflict(f"a partition's stored log does not end where its batches start ({status})")
         touched = sorted(batch.group_deletes | batch.group_upserts.keys())
         if touched:
             await conn.execute("DELETE FROM current_group_members WHERE group_id = ANY($1::VARCHAR[])", touched)

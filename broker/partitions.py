@@ -289,7 +289,7 @@ class Broker:
     def produce(
         self,
         entries: Sequence[tuple[str, int, bytes | None]],
-        on_done: Callable[[list[Appended]], None],
+        on_done: Callable[[list[Appended]], object],
         *,
         zstd_allowed: bool = True,
     ) -> None:

@@ -13,8 +13,10 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.partitions import Broker, DataLog, MemoryDataLog, PartitionSnapshot
+from broker.records import TopicCreated
 from broker.topics import TopicRegistry
 from coordinator.clock import Clock, SystemClock
 from coordinator.group_coordinator import GroupCoordinator
@@ -30,6 +32,7 @@ from servers.http.readiness import readiness_probe, sql_ping
 from servers.http.storage_history import StorageHistory
 from servers.http.wiring import Operator
 from servers.kafka import Node, Services
+from servers.kafka.context import BatchSource
 from servers.kafka.listener import KafkaServer
 
 if TYPE_CHECKING:  # storage is imported only when a database is configured (App.open)
@@ -40,6 +43,12 @@ log = logging.getLogger("daemon.app")
 MEMORY_STORAGE = "memory"
 
 
+class StoredData(DataLog, BatchSource, Protocol):
+    """The data path's storage (``SqlRecordLog``): appends, batch reads for Fetch, and the start-up load."""
+
+    async def load_data(self) -> tuple[list[TopicCreated], list[PartitionSnapshot]]: ...
+
+
 class App:
     def __init__(
         self,
@@ -48,6 +57,7 @@ class App:
         record_log: DurableLog | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        data: StoredData | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -72,6 +82,14 @@ class App:
         )
         self.topics = TopicRegistry.from_settings(settings.topics)
         self.metrics.watch_topics(self.topics)
+        # The data path: batches and topics go to the same durable log as the coordinator's records (one writer,
+        # shared transactions); with in-memory storage the broker keeps the batch bytes itself.
+        if data is None and hasattr(self.record_log, "load_data"):
+            data = self.record_log  # type: ignore[assignment]
+        self.data = data
+        self.broker = Broker(
+            self.topics, data if data is not None else MemoryDataLog(), self.clock.now_ms, keep_bytes=data is None
+        )
         k = settings.kafka
         self.services = Services(
             coordinator=self.coordinator,
@@ -81,6 +99,8 @@ class App:
             max_fetch_wait_ms=k.max_fetch_wait_ms,
             observe_request=self.metrics.observe_request,
             on_join_refused=self.activity.join_refused,
+            broker=self.broker,
+            batches=data,
         )
         self.server = KafkaServer(
             self.services,
@@ -159,6 +179,9 @@ class App:
             self.coordinator.replay(record)
             replayed += 1
         self.coordinator.on_loaded()
+        if self.data is not None:
+            self.broker.load(*await self.data.load_data())
+        self.broker.start()  # records the topics not stored yet (configured ones), then every new one
         self.loaded = True
         self._start_history_pruning()
         await self.server.start()

@@ -51,6 +51,7 @@ SUPPORTED_VERSIONS: Final[MappingProxyType[int, tuple[int, int]]] = MappingProxy
         ApiKey.LEAVE_GROUP: (0, 5),
         ApiKey.OFFSET_COMMIT: (0, 9),
         ApiKey.OFFSET_FETCH: (0, 9),
+        ApiKey.PRODUCE: (3, 10),
         ApiKey.LIST_OFFSETS: (0, 7),
         ApiKey.FETCH: (4, 12),
         ApiKey.LIST_GROUPS: (0, 5),

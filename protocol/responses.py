@@ -145,6 +145,7 @@ def _topic_partitions(
     partition_field: str = "partitions",
     request_partitions: Callable[[Any], Iterable[int]],
     topic_name: Callable[[Any], dict[str, Any]],
+    partition_key: str = "partition_index",
 ) -> tuple[Any, ...]:
     partition_cls = _item(topic_cls, partition_field)
     return tuple(
@@ -152,7 +153,9 @@ def _topic_partitions(
             topic_cls,
             error,
             **topic_name(t),
-            **{partition_field: tuple(_fill(partition_cls, error, partition_index=p) for p in request_partitions(t))},
+            **{
+                partition_field: tuple(_fill(partition_cls, error, **{partition_key: p}) for p in request_partitions(t))
+            },
         )
         for t in topics
     )
@@ -265,6 +268,19 @@ def _build_fetch(cls: type[Any], error: ErrorCode, body: Any) -> Any:
     return _fill(cls, error, responses=responses)
 
 
+def _build_produce(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    responses = _topic_partitions(
+        _item(cls, "responses"),
+        _items(body, "topic_data"),
+        error,
+        partition_field="partition_responses",
+        request_partitions=lambda t: [p.index for p in t.partition_data],
+        topic_name=lambda t: {"name": getattr(t, "name", "")},
+        partition_key="index",
+    )
+    return _fill(cls, error, responses=responses)
+
+
 def _build_describe_groups(cls: type[Any], error: ErrorCode, body: Any) -> Any:
     group_cls = _item(cls, "groups")
     return _fill(cls, error, groups=tuple(_fill(group_cls, error, group_id=g) for g in _items(body, "groups")))
@@ -307,6 +323,7 @@ _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.OFFSET_FETCH: _build_offset_fetch,
     ApiKey.LIST_OFFSETS: _build_list_offsets,
     ApiKey.FETCH: _build_fetch,
+    ApiKey.PRODUCE: _build_produce,
     ApiKey.LIST_GROUPS: _build_top_level,
     ApiKey.DESCRIBE_GROUPS: _build_describe_groups,
     ApiKey.DELETE_GROUPS: _build_delete_groups,

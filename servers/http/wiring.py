@@ -1,13 +1,13 @@
 """The operator side of the daemon in one object (used by ``daemon.app``).
 
-    records = RecordStream(record_log, metrics)               # runtime.record_stream: what the core appends to
-    history = StorageHistory(record_log.queries)              # or a MemoryHistory listening to ``records``
-    operator = Operator(metrics, history)
-    operator.watch(core)
-    http_app = operator.http_app(core, clock=clock, topics=topics, readiness=probe, token=token)
-    server = await start_http(http_app, "127.0.0.1:8080")     # after the state is loaded
-    ...
-    await server.stop()
+records = RecordStream(record_log, metrics)               # runtime.record_stream: what the core appends to
+history = StorageHistory(record_log.queries)              # or a MemoryHistory listening to ``records``
+operator = Operator(metrics, history)
+operator.watch(core)
+http_app = operator.http_app(core, clock=clock, topics=topics, readiness=probe, token=token)
+server = await start_http(http_app, "127.0.0.1:8080")     # after the state is loaded
+...
+await server.stop()
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Per-API adapters: kio request of any advertised version -> core message -> kio response of that version.
 
-``HANDLERS`` maps an api key to its handler; ``servers.kafka.listener`` dispatches through it. Produce is not served.
+``HANDLERS`` maps an api key to its handler; ``servers.kafka.listener`` dispatches through it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from .membership import handle_heartbeat, handle_join_group, handle_leave_group,
 from .metadata import handle_metadata
 from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .partitions import handle_fetch, handle_list_offsets
+from .produce import handle_produce
 from .versions import handle_api_versions
 
 HANDLERS: dict[int, Handler] = {
@@ -28,6 +29,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.PRODUCE: handle_produce,
     ApiKey.LIST_OFFSETS: handle_list_offsets,
     ApiKey.FETCH: handle_fetch,
     ApiKey.LIST_GROUPS: handle_list_groups,

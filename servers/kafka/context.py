@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from broker.partitions import Broker
 from broker.topics import TopicRegistry
 from coordinator import messages as m
 from coordinator.deferred import Deferred
@@ -66,6 +67,12 @@ class CoordinatorApi(Protocol):
     def delete_groups(self, group_ids: list[str | None]) -> Deferred[list[m.DeleteGroupResult]]: ...
 
 
+class BatchSource(Protocol):
+    """Where Fetch reads batch bytes the broker does not keep in memory (``storage.SqlRecordLog``)."""
+
+    async def read_batches(self, topic: str, partition: int, first_base: int, last_base: int) -> list[bytes]: ...
+
+
 class RequestObserver(Protocol):
     def __call__(self, api_key: int, seconds: float | None, error: int = 0, requests: int = 1) -> None: ...
 
@@ -85,6 +92,9 @@ class Services:
     # called with (request, error) when a JoinGroup is answered with one of ``runtime.activity.JOIN_REFUSALS`` (a
     # refusal changes no state, so no record tells of it); e.g. GroupActivity.join_refused
     on_join_refused: Callable[[m.JoinGroupRequest, ErrorCode], None] | None = None
+    # The data path (Produce, Fetch, ListOffsets): the broker core, and the stored batches when it keeps no bytes.
+    broker: Broker | None = None
+    batches: BatchSource | None = None
 
 
 # A handler returns the kio response body, a finished frame (bytes), or an awaitable of either for requests whose

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
+from broker.partitions import Broker, MemoryDataLog
 from broker.topics import TopicRegistry
 from coordinator.clock import ManualClock, ManualTimer
 from coordinator.config import GroupConfig
@@ -36,6 +37,9 @@ class Harness:
             supported_versions=dict(SUPPORTED_VERSIONS),
             max_fetch_wait_ms=50,
         )
+        self.broker = Broker(self.topics, MemoryDataLog(), self.clock.now_ms, keep_bytes=True)
+        self.broker.start()
+        self.services.broker = self.broker
 
     def call(self, api_key: int, version: int, client_id: str = "cid", **fields: Any) -> Any:
         """The handler's result (a response, or a coroutine for a parked request). Checks the response encodes."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from broker.topics import topic_id_for
 from coordinator import messages as m
@@ -342,32 +344,58 @@ async def test_metadata_by_topic_id(h: Harness) -> None:
 # ------------------------------------------------------------------------------------------ ListOffsets / Fetch
 
 
+def batch(n: int, ts: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    for i in range(n):
+        builder.append(i, timestamp=ts + i, key=b"k", value=b"v", headers=[])
+    return bytes(builder.build())
+
+
+def append(h: Harness, partition: int, data: bytes) -> None:
+    h.broker.produce([("t", partition, data)], lambda answers: None)
+
+
 @pytest.mark.parametrize("version", range(1, 8))
 async def test_list_offsets(h: Harness, version: int) -> None:
+    append(h, 1, batch(3, 1_700_000_000_000))
+    append(h, 1, batch(2, 1_700_000_100_000))
     extra = {"isolation_level": 0} if version >= 2 else {}
-    stamps = [(0, -2), (1, -1), (2, 1_700_000_000_000), (5, -1)]  # earliest, latest, a lookup, a missing partition
+    stamps = [(1, -2), (1, -1), (1, 1_700_000_050_000), (2, -1), (2, 1_700_000_000_000), (5, -1)]
     partitions = [{"partition_index": p, "timestamp": ts} for p, ts in stamps]
     response = await h.respond(2, version, replica_id=-1, topics=[{"name": "t", "partitions": partitions}], **extra)
     got = [(p.partition_index, p.error_code, p.offset) for t in response.topics for p in t.partitions]
     assert got == [
-        (0, ErrorCode.none, 0),
-        (1, ErrorCode.none, 0),
-        (2, ErrorCode.none, -1),
+        (1, ErrorCode.none, 0),  # earliest
+        (1, ErrorCode.none, 5),  # latest: the high watermark
+        (1, ErrorCode.none, 3),  # the first batch with a later timestamp
+        (2, ErrorCode.none, 0),  # an empty partition
+        (2, ErrorCode.none, -1),  # nothing there
         (5, ErrorCode.unknown_topic_or_partition, -1),
     ]
+    if version >= 7:
+        latest = [{"partition_index": 1, "timestamp": -3}]
+        response = await h.respond(2, version, replica_id=-1, topics=[{"name": "t", "partitions": latest}], **extra)
+        [p] = response.topics[0].partitions
+        assert (p.offset, p.timestamp) == (4, 1_700_000_100_001)
 
 
-def fetch_fields(topic: str, max_wait_ms: int) -> dict[str, Any]:
+def fetch_fields(topic: str, max_wait_ms: int, offset: int = 0, partition: int = 0) -> dict[str, Any]:
     return {
         "max_wait": ms(max_wait_ms),
         "min_bytes": 1,
-        "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 5, "partition_max_bytes": 1024}]}],
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20}],
+            }
+        ],
         "forgotten_topics_data": [],
     }
 
 
 @pytest.mark.parametrize("version", range(4, 13))
-async def test_fetch_is_held_and_empty(h: Harness, version: int) -> None:
+async def test_fetch_is_held_and_empty_at_the_end_of_the_log(h: Harness, version: int) -> None:
     held = h.call(1, version, **fetch_fields("t", 10))
     assert hasattr(held, "__await__")
     response = await held
@@ -379,10 +407,47 @@ async def test_fetch_is_held_and_empty(h: Harness, version: int) -> None:
         assert response.session_id == 0
 
 
-async def test_fetch_unknown_topic_answers_at_once(h: Harness) -> None:
-    response = h.call(1, 12, **fetch_fields("nope", 10_000))
-    assert not hasattr(response, "__await__")
+@pytest.mark.parametrize("version", range(4, 13))
+async def test_fetch_returns_the_batches_from_the_one_holding_the_offset(h: Harness, version: int) -> None:
+    first, second = batch(3, 1_000), batch(2, 2_000)
+    append(h, 1, first)
+    append(h, 1, second)
+    response = await h.respond(1, version, **fetch_fields("t", 10, offset=4, partition=1))
+    [p] = response.responses[0].partitions
+    assert (p.error_code, p.high_watermark, p.last_stable_offset) == (ErrorCode.none, 5, 5)
+    assert version < 5 or p.log_start_offset == 0
+    assert [r.offset for r in DefaultRecordBatch(bytes(p.records))] == [3, 4]
+    assert bytes(p.records)[8:] == second[8:]  # as the producer sent it, with the base offset stamped
+    response = await h.respond(1, version, **fetch_fields("t", 10, offset=6, partition=1))
+    [p] = response.responses[0].partitions
+    assert (p.error_code, p.records) == (ErrorCode.offset_out_of_range, b"")
+
+
+async def test_a_parked_fetch_is_woken_by_an_append(h: Harness) -> None:
+    h.services.max_fetch_wait_ms = 3_600_000
+    task = asyncio.ensure_future(h.respond(1, 12, **fetch_fields("t", 3_600_000)))
+    await asyncio.sleep(0.01)
+    assert not task.done()
+    append(h, 0, batch(1, 5))
+    response = await asyncio.wait_for(task, 10)  # not the hour it may wait
+    assert response.responses[0].partitions[0].high_watermark == 1
+
+
+async def test_fetch_with_an_error_is_not_held(h: Harness) -> None:
+    h.services.max_fetch_wait_ms = 3_600_000
+    response = await asyncio.wait_for(h.respond(1, 12, **fetch_fields("nope", 3_600_000)), 10)
     assert [p.error_code for t in response.responses for p in t.partitions] == [ErrorCode.unknown_topic_or_partition]
+
+
+@pytest.mark.parametrize("version", range(3, 11))
+async def test_produce(h: Harness, version: int) -> None:
+    data = [{"index": 0, "records": batch(2, 1)}, {"index": 9, "records": batch(1, 1)}]
+    fields = {"transactional_id": None, "acks": -1, "timeout": ms(1000)}
+    response = await h.respond(0, version, **fields, topic_data=[{"name": "t", "partition_data": data}])
+    got = [(p.index, p.error_code, p.base_offset) for t in response.responses for p in t.partition_responses]
+    assert got == [(0, ErrorCode.none, 0), (9, ErrorCode.unknown_topic_or_partition, -1)]
+    assert h.call(0, version, **{**fields, "acks": 0}, topic_data=[{"name": "t", "partition_data": data[:1]}]) == b""
+    assert h.broker.list_offset("t", 0, -1) == (ErrorCode.none, 4, -1)  # acks=0 appends too, answering nothing
 
 
 # -------------------------------------------------------------------------------------------- groups admin APIs

@@ -62,8 +62,6 @@ def commit(daemon: Daemon, group: str, offset: int) -> int:
     return int(response.topics[0].partitions[0].error_code)
 
 
-
-
 @contextlib.contextmanager
 def tmpfs(path: Path, size: str) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)

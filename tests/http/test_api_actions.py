@@ -259,9 +259,7 @@ def _audit_lines(caplog: Any) -> list[str]:
     return [LogfmtFormatter().format(r).split(" ", 1)[1] for r in caplog.records if r.name == "servers.http.audit"]
 
 
-async def test_every_action_is_logged_with_the_group_and_who_asked(
-    world: World, client: Client, caplog: Any
-) -> None:
+async def test_every_action_is_logged_with_the_group_and_who_asked(world: World, client: Client, caplog: Any) -> None:
     caplog.set_level("INFO", logger="servers.http.audit")
     world.form_group("g", [Consumer("c1", "inst-1"), Consumer("c2", "inst-2")])
     world.commit("simple", {("orders", 0): 3})
@@ -276,7 +274,7 @@ async def test_every_action_is_logged_with_the_group_and_who_asked(
     assert _audit_lines(caplog) == [
         f'level=info logger=servers.http.audit group=g msg="static member inst-2 removed through the operator API" '
         f"{who}",
-        "level=info logger=servers.http.audit group=simple msg=\"offsets reset (to-offset) on 1 partition(s) through "
+        'level=info logger=servers.http.audit group=simple msg="offsets reset (to-offset) on 1 partition(s) through '
         f'the operator API" {who}',
         f'level=info logger=servers.http.audit group=simple msg="group deleted through the operator API" {who}',
     ]

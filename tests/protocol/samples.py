@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import itertools
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -45,6 +45,7 @@ from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsRespo
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_unsigned_varint
 
@@ -62,6 +63,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     13: (LeaveGroupRequest, LeaveGroupResponse),
     8: (OffsetCommitRequest, OffsetCommitResponse),
     9: (OffsetFetchRequest, OffsetFetchResponse),
+    0: (ProduceRequest, ProduceResponse),
     2: (ListOffsetsRequest, ListOffsetsResponse),
     1: (FetchRequest, FetchResponse),
     16: (ListGroupsRequest, ListGroupsResponse),
@@ -101,6 +103,8 @@ def _primitive(kafka_type: str, n: int) -> Any:
             return UUID(int=0x1234 + n)
         case "error_code":
             return _ERRORS[n % len(_ERRORS)]
+        case "datetime_i64":
+            return datetime.fromtimestamp(1_700_000_000 + n, tz=UTC)
         case "timedelta_i32" | "timedelta_i64":
             return timedelta(milliseconds=500 + n)
     raise AssertionError(f"no sample for {kafka_type}")
@@ -145,6 +149,8 @@ def _convert(kp_field: Any, value: Any) -> Any:
         return int(value.value)
     if isinstance(value, timedelta):
         return int(value / timedelta(milliseconds=1))
+    if isinstance(value, datetime):
+        return int(value.timestamp() * 1000)
     if dataclasses.is_dataclass(value):
         return to_kafka_python(kp_field.data_class, value, None)
     if isinstance(value, tuple):

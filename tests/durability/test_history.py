@@ -140,7 +140,9 @@ def test_history_names_causes_generations_and_members(tmp_path: Path, backend: B
          set(v["members"]), v["reason"])
         for v in http_views
     ]  # fmt: skip
-    assert [g[:6] for g in got_http] == expected, got_http
+    # On a mismatch, show what the daemon said about the group's rebalances and any write it could not make.
+    story = [ln for ln in d.log_text().splitlines() if GROUP in ln or "level=warning" in ln or "level=error" in ln]
+    assert [g[:6] for g in got_http] == expected, (got_http, "\n".join(story[-80:]))
     assert [g[6] for g in got_http] == [None] * 6 + [REASON]  # kafka-python sent LeaveGroup v5 with the reason
     assert [v["outcome"] for v in http_views] == ["stable"] * 7
     assert [v["leader"] for v in http_views] == [l_id] * 7

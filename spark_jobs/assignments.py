@@ -9,6 +9,11 @@ partitions no longer assigned); ``moved_share`` divides it by the partitions of 
 snapshot of the same group incarnation that assigned at least one partition: a snapshot with members but no assigned
 partition (a leader that assigned nothing, undecodable bytes) is reported with moved = null and is not used as the
 baseline, nor is an Empty snapshot; a deleted and recreated group starts with no baseline.
+
+Only a rebalance moves partitions. A static member restarting within its session timeout is replaced in place: the
+daemon writes another snapshot of the *same* generation, with no RebalanceStarted. Such a snapshot is reported with
+``rebalance`` = false and moved/added/moved_share null, so averages of ``moved_share`` are over real rebalances only
+(the first snapshot of each generation). It still serves as the baseline of the next one (its owners are the same).
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ CONSUMER = "consumer"
 
 
 def assignment_changes(inputs: Inputs, rng: ReportRange) -> DataFrame:
-    """Columns: group_id, incarnation, generation_id, position, timestamp_ms, members, assigned_partitions,
-    previous_generation_id, partitions_moved, partitions_added, moved_share, max_partitions_per_member,
-    min_partitions_per_member, balance_ratio (max / min; null when some member has none)."""
+    """Columns: group_id, incarnation, generation_id, position, timestamp_ms, rebalance (the first snapshot of its
+    generation, i.e. the outcome of a rebalance), members, assigned_partitions, previous_generation_id,
+    partitions_moved, partitions_added, moved_share, max_partitions_per_member, min_partitions_per_member,
+    balance_ratio (max / min; null when some member has none)."""
     snapshots = inputs.group_metadata_log.where(
         (F.col("protocol_type") == CONSUMER) & (F.col("member_count") > 0)
     ).select("position", "group_id", "generation_id", "timestamp_ms")
@@ -52,13 +58,19 @@ def assignment_changes(inputs: Inputs, rng: ReportRange) -> DataFrame:
         Window.partitionBy("group_id", "incarnation").orderBy("position").rowsBetween(Window.unboundedPreceding, -1)
     )
     has_assignment = F.col("assigned_partitions") > 0
-    snaps = snaps.withColumn(
-        "_prev_position", F.last(F.when(has_assignment, F.col("position")), ignorenulls=True).over(lineage)
-    ).withColumn(
-        "previous_generation_id", F.last(F.when(has_assignment, F.col("generation_id")), ignorenulls=True).over(lineage)
+    same_generation = Window.partitionBy("group_id", "incarnation", "generation_id").orderBy("position")
+    snaps = (
+        snaps.withColumn("rebalance", F.row_number().over(same_generation) == 1)
+        .withColumn("_prev_position", F.last(F.when(has_assignment, F.col("position")), ignorenulls=True).over(lineage))
+        .withColumn(
+            "previous_generation_id",
+            F.last(F.when(has_assignment, F.col("generation_id")), ignorenulls=True).over(lineage),
+        )
     )
     # Only snapshots in range are reported, but their baseline may be older.
-    pairs = snaps.where(in_range(F.col("timestamp_ms"), rng) & has_assignment & F.col("_prev_position").isNotNull())
+    pairs = snaps.where(
+        in_range(F.col("timestamp_ms"), rng) & F.col("rebalance") & has_assignment & F.col("_prev_position").isNotNull()
+    )
     pairs = pairs.select("position", "_prev_position")
     before = owned.withColumnRenamed("position", "_prev_position").withColumnRenamed("owner", "_prev_owner")
     after = owned.select("position", "topic", "partition_index", "owner")
@@ -104,6 +116,7 @@ def assignment_changes(inputs: Inputs, rng: ReportRange) -> DataFrame:
         "generation_id",
         "position",
         "timestamp_ms",
+        "rebalance",
         "members",
         "assigned_partitions",
         F.when(F.col("partitions_moved").isNotNull(), F.col("previous_generation_id")).alias("previous_generation_id"),
@@ -117,8 +130,8 @@ def assignment_changes(inputs: Inputs, rng: ReportRange) -> DataFrame:
 
 
 def assignments_by_generation(inputs: Inputs) -> DataFrame:
-    """group_id, incarnation, generation_id, topic, partition_index: the partitions assigned by the latest snapshot
-    of each generation (a static member replacement writes another snapshot of the same generation)."""
+    """group_id, incarnation, generation_id, topic, partition_index, owner: the partitions assigned by the latest
+    snapshot of each generation (a static member replacement writes another snapshot of the same generation)."""
     latest = (
         with_incarnation(
             inputs.group_metadata_log.select("position", "group_id", "generation_id"), inputs.group_removals
@@ -126,6 +139,9 @@ def assignments_by_generation(inputs: Inputs) -> DataFrame:
         .groupBy("group_id", "incarnation", "generation_id")
         .agg(F.max("position").alias("position"))
     )
-    return latest.join(inputs.assigned_partitions.select("position", "topic", "partition_index"), "position").select(
-        "group_id", "incarnation", "generation_id", "topic", "partition_index"
+    owned = inputs.assigned_partitions.select(
+        "position", "topic", "partition_index", F.coalesce("group_instance_id", "member_id").alias("owner")
+    )
+    return latest.join(owned, "position").select(
+        "group_id", "incarnation", "generation_id", "topic", "partition_index", "owner"
     )

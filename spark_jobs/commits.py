@@ -76,13 +76,16 @@ def commit_cadence(steps: DataFrame, config: ReportConfig, rng: ReportRange) -> 
     return per_partition, per_group
 
 
-def commit_rewinds(steps: DataFrame, rng: ReportRange) -> DataFrame:
-    """Commits of a lower offset than the previous commit of the same lineage: group_id, topic, partition_index,
-    position, commit_timestamp_ms, previous_offset, committed_offset, rewind_by, member_id, generation_id,
-    previous_member_id, previous_generation_id."""
-    return steps.where(
-        in_range(F.col("commit_timestamp_ms"), rng) & (F.col("committed_offset") < F.col("previous_offset"))
-    ).select(
+def is_admin_commit(generation_id: Column) -> Column:
+    """An admin commit: an offset reset by the operator (the admin client's AlterConsumerGroupOffsets, the HTTP API)
+    or a consumer outside group management (``assign()``). Kafka accepts a commit with generation -1 only for an Empty
+    group and ignores its member and instance ids (docs/semantics.md, OffsetCommit C4), so the generation alone
+    decides: a member id stored with it tells nothing about who sent it."""
+    return generation_id < 0
+
+
+def _move_columns() -> list[str | Column]:
+    return [
         *KEY,
         "position",
         "commit_timestamp_ms",
@@ -93,15 +96,37 @@ def commit_rewinds(steps: DataFrame, rng: ReportRange) -> DataFrame:
         "generation_id",
         "previous_member_id",
         "previous_generation_id",
-    )
+    ]
+
+
+def commit_rewinds(steps: DataFrame, rng: ReportRange) -> DataFrame:
+    """A consumer's own commit of a lower offset than the previous commit of the same lineage (admin commits are
+    resets, see ``offset_resets``): group_id, topic, partition_index, position, commit_timestamp_ms, previous_offset,
+    committed_offset, rewind_by, member_id, generation_id, previous_member_id, previous_generation_id."""
+    return steps.where(
+        in_range(F.col("commit_timestamp_ms"), rng)
+        & (F.col("committed_offset") < F.col("previous_offset"))
+        & ~is_admin_commit(F.col("generation_id"))
+    ).select(*_move_columns())
+
+
+def offset_resets(steps: DataFrame, rng: ReportRange) -> DataFrame:
+    """Admin commits (generation -1) that moved an offset backwards: an operator's reset, one row per partition.
+    Same columns as ``commit_rewinds``; ``member_id`` is what was stored (normally empty)."""
+    return steps.where(
+        in_range(F.col("commit_timestamp_ms"), rng)
+        & (F.col("committed_offset") < F.col("previous_offset"))
+        & is_admin_commit(F.col("generation_id"))
+    ).select(*_move_columns())
 
 
 def stale_partitions(inputs: Inputs, intervals: DataFrame, config: ReportConfig, rng: ReportRange) -> DataFrame:
     """Stretches of at least ``stale_commit_ms`` during which the group was Stable, the partition was assigned in
     that generation, and nobody committed it. Only ``consumer`` groups (their assignments are decoded).
 
-    Columns: group_id, topic, partition_index, generation_id, gap_start_ms, gap_end_ms, gap_ms,
-    after_commit (the stretch starts at a commit, not at the start of Stable), ongoing (still uncommitted at until).
+    Columns: group_id, topic, partition_index, generation_id, owner (the assigned member's group.instance.id, else
+    its member id), gap_start_ms, gap_end_ms, gap_ms, after_commit (the stretch starts at a commit, not at the start
+    of Stable), ongoing (still uncommitted at until).
     """
     stable = intervals.where(F.col("state") == STABLE)
     assigned = stable.join(assignments_by_generation(inputs), ["group_id", "incarnation", "generation_id"])
@@ -112,6 +137,7 @@ def stale_partitions(inputs: Inputs, intervals: DataFrame, config: ReportConfig,
         F.lit(2).alias("_order"),
         F.lit("start").alias("kind"),
         "generation_id",
+        "owner",
         F.lit(False).alias("is_open"),
     )
     ends = assigned.select(
@@ -120,6 +146,7 @@ def stale_partitions(inputs: Inputs, intervals: DataFrame, config: ReportConfig,
         F.lit(0).alias("_order"),
         F.lit("end").alias("kind"),
         "generation_id",
+        F.lit(None).cast("string").alias("owner"),
         "is_open",
     )
     keys = assigned.select("group_id").distinct()
@@ -132,6 +159,7 @@ def stale_partitions(inputs: Inputs, intervals: DataFrame, config: ReportConfig,
             F.lit(1).alias("_order"),
             F.lit("commit").alias("kind"),
             F.lit(None).cast("int").alias("generation_id"),
+            F.lit(None).cast("string").alias("owner"),
             F.lit(False).alias("is_open"),
         )
     )
@@ -142,6 +170,7 @@ def stale_partitions(inputs: Inputs, intervals: DataFrame, config: ReportConfig,
             "_boundary", F.last(F.when(F.col("kind") != "commit", F.col("kind")), ignorenulls=True).over(w)
         )
         .withColumn("_gen", F.last(F.when(F.col("kind") == "start", F.col("generation_id")), ignorenulls=True).over(w))
+        .withColumn("_owner", F.last(F.when(F.col("kind") == "start", F.col("owner")), ignorenulls=True).over(w))
         .withColumn("_next_ts", F.lead("ts").over(w))
         .withColumn("_next_kind", F.lead("kind").over(w))
         .withColumn("_next_open", F.lead("is_open").over(w))
@@ -154,6 +183,7 @@ def stale_partitions(inputs: Inputs, intervals: DataFrame, config: ReportConfig,
     return gaps.select(
         *KEY,
         F.col("_gen").alias("generation_id"),
+        F.col("_owner").alias("owner"),
         F.col("ts").alias("gap_start_ms"),
         F.col("_next_ts").alias("gap_end_ms"),
         (F.col("_next_ts") - F.col("ts")).alias("gap_ms"),

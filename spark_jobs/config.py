@@ -15,9 +15,9 @@ GRANULARITIES: dict[str, int] = {"hour": HOUR_MS, "day": DAY_MS}
 class ReportConfig:
     """What the report covers and its thresholds.
 
-    ``since_ms``/``until_ms`` bound the report ([since, until), epoch ms UTC); ``None`` means "from the first" /
-    "up to the last" stored event. ``until_ms`` is also the "as of" time: open state intervals end there and a
-    rebalance still running then is reported as in progress.
+    ``since_ms``/``until_ms`` bound the report ([since, until), epoch ms UTC); ``None`` means "from the first
+    stored event" / "up to the time the report runs" (the same for every group). ``until_ms`` is also the "as of"
+    time: open state intervals end there and a rebalance still running then is reported as in progress.
     """
 
     since_ms: int | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import UTC, datetime
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,13 @@ def _rows(df: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
     return [{k: _clean(v) for k, v in r.asDict().items()} for r in rows]
 
 
+def table_rows(tables: dict[str, DataFrame]) -> dict[str, int]:
+    """Rows per table, in one Spark job."""
+    parts = [df.select(F.lit(name).alias("table"), F.count(F.lit(1)).alias("n")) for name, df in tables.items()]
+    rows = reduce(DataFrame.unionByName, parts).collect()
+    return {r["table"]: int(r["n"]) for r in rows}
+
+
 def build_summary(
     tables: dict[str, DataFrame], config: ReportConfig, rng: ReportRange, source: str, list_limit: int = 200
 ) -> dict[str, Any]:
@@ -68,12 +76,15 @@ def build_summary(
         )
         .join(
             day_state.groupBy("group_id").agg(
-                F.sum("tracked_ms").alias("tracked_ms"), F.sum("outside_stable_ms").alias("outside_stable_ms")
+                F.sum("tracked_ms").alias("tracked_ms"),
+                F.sum("rebalancing_ms").alias("rebalancing_ms"),
+                F.sum("empty_ms").alias("empty_ms"),
             ),
             "group_id",
             "full",
         )
         .join(
+            # moved_share is null for snapshots that are not a rebalance's outcome (a static member's restart).
             tables["assignment_changes"]
             .groupBy("group_id")
             .agg(F.avg("moved_share").alias("avg_moved_share"), F.max("moved_share").alias("max_moved_share")),
@@ -83,20 +94,46 @@ def build_summary(
         .join(tables["commit_cadence_group"].select("group_id", "commits", "interval_p50_ms"), "group_id", "full")
         .join(tables["commit_rewinds"].groupBy("group_id").agg(F.count("*").alias("rewinds")), "group_id", "full")
         .join(
-            tables["stale_partitions"].groupBy("group_id").agg(F.count("*").alias("stale_stretches")),
+            tables["offset_resets"]
+            .groupBy("group_id")
+            .agg(
+                F.count_distinct("commit_timestamp_ms").alias("resets"),
+                F.count("*").alias("reset_partitions"),
+            ),
             "group_id",
             "full",
         )
-        .withColumn(
-            "outside_stable_share",
-            F.when(F.col("tracked_ms") > 0, F.col("outside_stable_ms") / F.col("tracked_ms")),
+        .join(tables["evictions"].groupBy("group_id").agg(F.count("*").alias("evictions")), "group_id", "full")
+        .join(
+            tables["stale_partitions"]
+            .groupBy("group_id")
+            .agg(F.count("*").alias("stale_stretches"), F.count_if("ongoing").alias("ongoing_stale")),
+            "group_id",
+            "full",
         )
-        .fillna(0, subset=["rebalances", "in_progress", "commits", "rewinds", "stale_stretches"])
+        .withColumn("rebalancing_share", F.when(F.col("tracked_ms") > 0, F.col("rebalancing_ms") / F.col("tracked_ms")))
+        .withColumn("empty_share", F.when(F.col("tracked_ms") > 0, F.col("empty_ms") / F.col("tracked_ms")))
+        .drop("rebalancing_ms", "empty_ms")
+        .fillna(
+            0,
+            subset=[
+                "rebalances",
+                "in_progress",
+                "commits",
+                "rewinds",
+                "resets",
+                "reset_partitions",
+                "evictions",
+                "stale_stretches",
+                "ongoing_stale",
+            ],
+        )
         .orderBy(F.desc("rebalances"), "group_id")
     )
+    group_rows = _rows(per_group)
     causes = episodes.groupBy("cause").agg(F.count("*").alias("n")).orderBy(F.desc("n")).collect()
     outcomes = episodes.groupBy("outcome").agg(F.count("*").alias("n")).collect()
-    counts = {name: df.count() for name, df in tables.items()}
+    counts = table_rows(tables)
     return {
         "generated_at": iso(int(datetime.now(tz=UTC).timestamp() * 1000)),
         "source": source,
@@ -113,15 +150,18 @@ def build_summary(
             "stale_commit_ms": config.stale_commit_ms,
         },
         "totals": {
-            "groups": per_group.count(),
+            "groups": len(group_rows),
             "rebalances": counts["rebalance_episodes"],
             "rebalances_by_cause": {r["cause"]: r["n"] for r in causes},
             "rebalances_by_outcome": {r["outcome"]: r["n"] for r in outcomes},
             "commit_rewinds": counts["commit_rewinds"],
+            "offset_resets": tables["offset_resets"].select("group_id", "commit_timestamp_ms").distinct().count(),
+            "offset_reset_partitions": counts["offset_resets"],
+            "evictions": counts["evictions"],
             "stale_partition_stretches": counts["stale_partitions"],
             "expiring_groups": counts["expiring_groups"],
         },
-        "groups": _rows(per_group, list_limit),
+        "groups": group_rows[:list_limit],
         "expiring_groups": _rows(tables["expiring_groups"].orderBy("earliest_expiry_ms"), list_limit),
         "table_rows": counts,
     }

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
+import time
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -33,28 +35,43 @@ def filter_groups(inputs: Inputs, glob: str | None) -> Inputs:
     return inputs.map(lambda _name, df: df.where(F.col("group_id").rlike(regex)))
 
 
-def resolve_range(inputs: Inputs, config: ReportConfig) -> ReportRange:
-    """Fill a missing since/until from the data: the first event, and just after the last one."""
-    if config.since_ms is not None and config.until_ms is not None:
-        return ReportRange(config.since_ms, config.until_ms)
-    bounds: DataFrame | None = None
+def first_event_ms(inputs: Inputs) -> int | None:
+    """The time of the first stored event (None when there is none)."""
+    lows: DataFrame | None = None
     for name, col in _TIME_COLUMNS.items():
-        df = getattr(inputs, name).select(F.min(col).alias("lo"), F.max(col).alias("hi"))
-        bounds = df if bounds is None else bounds.unionByName(df)
-    assert bounds is not None
-    row = bounds.agg(F.min("lo").alias("lo"), F.max("hi").alias("hi")).first()
-    lo = row["lo"] if row and row["lo"] is not None else 0
-    hi = row["hi"] + 1 if row and row["hi"] is not None else lo
-    since = config.since_ms if config.since_ms is not None else lo
-    until = config.until_ms if config.until_ms is not None else max(hi, since)
-    return ReportRange(since, until)
+        df = getattr(inputs, name).select(F.min(col).alias("lo"))
+        lows = df if lows is None else lows.unionByName(df)
+    assert lows is not None
+    row = lows.agg(F.min("lo").alias("lo")).first()
+    return row["lo"] if row is not None else None
 
 
-def compute_metrics(inputs: Inputs, config: ReportConfig, rng: ReportRange) -> dict[str, DataFrame]:
-    """Metric name -> DataFrame (lazy). ``inputs`` should already be filtered to the groups of interest."""
-    intervals = timeline.state_intervals(inputs, rng)
-    episodes = timeline.rebalance_episodes(inputs, rng)
-    steps = commits.commit_steps(inputs)
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def resolve_range(inputs: Inputs, config: ReportConfig, now: int | None = None) -> ReportRange:
+    """Fill a missing since/until: ``until`` is the time the report runs (``now``), the same for every group whatever
+    the data holds (a group that stopped writing is still observed up to now: its open state, its uncommitted
+    partitions); ``since`` is the first stored event of ``inputs`` (pass the inputs before any group filter, so the
+    range does not depend on which groups are in the report)."""
+    until = config.until_ms if config.until_ms is not None else (now if now is not None else now_ms())
+    if config.since_ms is not None:
+        return ReportRange(config.since_ms, until)
+    first = first_event_ms(inputs)
+    return ReportRange(until if first is None else min(first, until), until)
+
+
+def compute_metrics(
+    inputs: Inputs, config: ReportConfig, rng: ReportRange, keep: Callable[[DataFrame], DataFrame] | None = None
+) -> dict[str, DataFrame]:
+    """Metric name -> DataFrame (lazy). ``inputs`` should already be filtered to the groups of interest.
+    ``keep`` is applied to the intermediate frames several metrics read (state intervals, rebalance episodes, commit
+    steps): the job persists them so that each is computed once."""
+    keep = keep or (lambda df: df)
+    intervals = keep(timeline.state_intervals(inputs, rng))
+    episodes = keep(timeline.rebalance_episodes(inputs, rng))
+    steps = keep(commits.commit_steps(inputs))
     cadence_partition, cadence_group = commits.commit_cadence(steps, config, rng)
     return {
         "rebalance_episodes": episodes,
@@ -64,11 +81,13 @@ def compute_metrics(inputs: Inputs, config: ReportConfig, rng: ReportRange) -> d
         "phase_durations": rebalances.phase_durations(episodes, config, rng),
         "state_time": rebalances.state_time(intervals, rng),
         "member_churn": rebalances.member_churn(inputs, rng),
+        "evictions": rebalances.evictions(inputs, rng),
         "membership": rebalances.membership(inputs, rng),
         "assignment_changes": assignments.assignment_changes(inputs, rng),
         "commit_cadence_partition": cadence_partition,
         "commit_cadence_group": cadence_group,
         "commit_rewinds": commits.commit_rewinds(steps, rng),
+        "offset_resets": commits.offset_resets(steps, rng),
         "stale_partitions": commits.stale_partitions(inputs, intervals, config, rng),
         "expiring_groups": commits.expiring_groups(inputs, config, rng),
     }

@@ -15,13 +15,17 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 if __package__ in (None, ""):  # run as a script by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -30,7 +34,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the packa
 from spark_jobs.config import HOUR_MS, ReportConfig
 from spark_jobs.extract import read_source
 from spark_jobs.load import REPORT_FILE, build_summary, read_tables, write_summary, write_tables
-from spark_jobs.metrics import compute_metrics, filter_groups, resolve_range
+from spark_jobs.metrics import compute_metrics, filter_groups, now_ms, resolve_range
 from spark_jobs.report_html import render_report
 from spark_jobs.schema import Inputs
 from spark_jobs.session import build_session
@@ -52,19 +56,71 @@ def run_inputs(spark: SparkSession, inputs: Inputs, out_dir: Path, config: Repor
     """Transform and load already-extracted inputs (what tests and the synthetic benchmark call)."""
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
+    now = now_ms()
+    everything = inputs
     inputs = filter_groups(inputs, config.group_glob)
     # Every metric reads the inputs again: keep them (JDBC would otherwise re-query the database per metric).
-    inputs = inputs.map(lambda _name, df: df.persist(StorageLevel.MEMORY_AND_DISK))
-    rng = resolve_range(inputs, config)
-    paths = write_tables(compute_metrics(inputs, config, rng), out_dir)
-    for _name, df in inputs.items():
-        df.unpersist()
-    tables = read_tables(spark, paths)
-    summary = build_summary(tables, config, rng, source)
-    summary_path = write_summary(summary, out_dir)
-    report_path = out_dir / REPORT_FILE
-    report_path.write_text(render_report(tables, summary), encoding="utf-8")
+    persisted: list[DataFrame] = []
+
+    def keep(df: DataFrame) -> DataFrame:
+        persisted.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return persisted[-1]
+
+    inputs = inputs.map(lambda _name, df: keep(df))
+    rows = input_rows(inputs)  # also fills the cache, in one job
+    # The range is that of the whole log, whichever groups are reported: until = now, since = the first event.
+    rng = resolve_range(everything if config.group_glob else inputs, config, now)
+    read = time.monotonic()
+    with small_input_settings(spark, rows):
+        paths = write_tables(compute_metrics(inputs, config, rng, keep), out_dir)
+        for df in persisted:
+            df.unpersist()
+        written = time.monotonic()
+        tables = read_tables(spark, paths)
+        summary = build_summary(tables, config, rng, source)
+        summary_path = write_summary(summary, out_dir)
+        report_path = out_dir / REPORT_FILE
+        report_path.write_text(render_report(tables, summary), encoding="utf-8")
+    log.info(
+        "%d input rows: read %.1fs, tables %.1fs, summary and page %.1fs",
+        rows,
+        read - started,
+        written - read,
+        time.monotonic() - written,
+    )
     return ReportResult(out_dir, paths, summary_path, report_path, summary, time.monotonic() - started)
+
+
+# Below this many input rows, a shuffle into several partitions and generated code (compiled per query: the report
+# runs ~100) cost more than they save.
+SMALL_INPUT_ROWS = 200_000
+
+
+def input_rows(inputs: Inputs) -> int:
+    counts = [df.select(F.count(F.lit(1)).alias("n")) for _name, df in inputs.items()]
+    row = reduce(DataFrame.unionByName, counts).agg(F.sum("n").alias("n")).first()
+    return int(row["n"] or 0) if row is not None else 0
+
+
+@contextmanager
+def small_input_settings(spark: SparkSession, rows: int) -> Iterator[None]:
+    """For a small input: one shuffle partition and no whole-stage code generation; the session's own values are
+    restored after."""
+    if rows >= SMALL_INPUT_ROWS:
+        yield
+        return
+    settings = {"spark.sql.shuffle.partitions": "1", "spark.sql.codegen.wholeStage": "false"}
+    saved = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, old)
 
 
 def run_report(
@@ -107,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", required=True, help="database URL, SQLite file, or Parquet export directory")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--since", type=parse_time, help="start (ISO 8601 or epoch ms); default: the first event")
-    p.add_argument("--until", type=parse_time, help="end and 'as of' time; default: just after the last event")
+    p.add_argument("--until", type=parse_time, help="end and 'as of' time; default: now")
     p.add_argument("--group", help="only groups whose id matches this glob (e.g. 'orders-*')")
     p.add_argument("--master", help="Spark master URL (default: spark-submit's, else local[2])")
     p.add_argument(

@@ -99,7 +99,12 @@ _STATE_COLUMNS = (
 
 def state_time(intervals: DataFrame, rng: ReportRange) -> DataFrame:
     """group_id, granularity, window_start(_ms), empty_ms, preparing_rebalance_ms, completing_rebalance_ms,
-    stable_ms, tracked_ms (time the group existed and its state is known), outside_stable_ms, outside_stable_share."""
+    stable_ms, tracked_ms (time the group existed and its state is known), rebalancing_ms (PreparingRebalance +
+    CompletingRebalance), rebalancing_share and empty_share (of tracked_ms).
+
+    Time outside Stable is split on purpose: rebalancing is time the members could not consume, Empty is a group
+    with no members (idle, or its consumers stopped). Adding them up would make an idle group look the least healthy.
+    """
     pieces = split_interval(intervals, "start_ms", "end_ms")
     out = pieces.groupBy("group_id", *WINDOW_KEYS).agg(
         *[
@@ -108,9 +113,11 @@ def state_time(intervals: DataFrame, rng: ReportRange) -> DataFrame:
         ],
         F.sum("overlap_ms").cast("long").alias("tracked_ms"),
     )
-    out = out.withColumn("outside_stable_ms", F.col("tracked_ms") - F.col("stable_ms")).withColumn(
-        "outside_stable_share",
-        F.when(F.col("tracked_ms") > 0, F.col("outside_stable_ms") / F.col("tracked_ms")),
+    tracked = F.col("tracked_ms")
+    out = (
+        out.withColumn("rebalancing_ms", F.col("preparing_rebalance_ms") + F.col("completing_rebalance_ms"))
+        .withColumn("rebalancing_share", F.when(tracked > 0, F.col("rebalancing_ms") / tracked))
+        .withColumn("empty_share", F.when(tracked > 0, F.col("empty_ms") / tracked))
     )
     return with_window_columns(out, rng).drop("window_hours")
 
@@ -153,6 +160,14 @@ def member_churn(inputs: Inputs, rng: ReportRange) -> DataFrame:
     for c in ("joins", "leaves", "evictions"):
         out = out.withColumn(f"{c}_per_hour", per_hour(F.col(c)))
     return out
+
+
+def evictions(inputs: Inputs, rng: ReportRange) -> DataFrame:
+    """One row per member removed by a timeout, fencing or the group size limit: group_id, timestamp_ms, member_id,
+    group_instance_id, cause, generation_id."""
+    return inputs.member_removed.where(
+        in_range(F.col("timestamp_ms"), rng) & F.col("cause").isin(*EVICTION_CAUSES)
+    ).select("group_id", "timestamp_ms", "member_id", "group_instance_id", "cause", "generation_id")
 
 
 def membership(inputs: Inputs, rng: ReportRange) -> DataFrame:

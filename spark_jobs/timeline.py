@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .config import ReportRange
-from .schema import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Inputs
+from .schema import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, Inputs
 
 STATE_EVENT_COLUMNS = ["group_id", "position", "timestamp_ms", "state", "generation_id"]
 
@@ -210,6 +210,3 @@ def rebalance_episodes(inputs: Inputs, rng: ReportRange) -> DataFrame:
         "sync_duration_ms",
         "rebalance_duration_ms",
     )
-
-
-OUTSIDE_STABLE_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE)

@@ -89,3 +89,28 @@ def test_a_baseline_before_since_is_used_but_not_reported(spark: SparkSession) -
 def test_non_consumer_groups_are_not_reported(spark: SparkSession) -> None:
     history = History().snapshot(1, "connect", 1 * M, 1, {"w1": (None, [])}, protocol_type="connect")
     assert assignments.assignment_changes(history.inputs(spark), RANGE).count() == 0
+
+
+def test_a_static_members_restart_is_not_a_rebalance(spark: SparkSession) -> None:
+    """A static member restarting within its session timeout is replaced in place: another snapshot of the same
+    generation, no rebalance. It moved nothing, and it must not count as a rebalance that moved 0 %."""
+    p = [("t", i) for i in range(4)]
+    history = (
+        History()
+        .snapshot(1, "a", 1 * M, 1, {"a1": ("i1", p[0:2]), "a2": ("i2", p[2:4])})
+        # Generation 2: i3 joins and takes t1 and t3 -> 2 of 4 moved.
+        .snapshot(2, "a", 2 * M, 2, {"a1": ("i1", p[0:1]), "a2": ("i2", p[2:3]), "a3": ("i3", [p[1], p[3]])})
+        # i2 restarts as member b2: same generation, same partitions (the replacement, not a rebalance).
+        .snapshot(3, "a", 3 * M, 2, {"a1": ("i1", p[0:1]), "b2": ("i2", p[2:3]), "a3": ("i3", [p[1], p[3]])})
+        # Generation 3: i1 t0 -> i2, t1 i3 -> i1, t2 i2 -> i3 -> 3 of 4 moved (against the restart's snapshot).
+        .snapshot(4, "a", 4 * M, 3, {"a1": ("i1", p[1:2]), "b2": ("i2", p[0:1]), "a3": ("i3", p[2:4])})
+        # Generation 4: i3 leaves; its t2 and t3 go to i1 and i2 -> 2 of 4 moved.
+        .snapshot(5, "a", 5 * M, 4, {"a1": ("i1", p[1:3]), "b2": ("i2", [p[0], p[3]])})
+    )
+    out = assignments.assignment_changes(history.inputs(spark), RANGE).orderBy("position").collect()
+    moves = [(r["generation_id"], r["partitions_moved"], r["moved_share"]) for r in out]
+    assert moves == [(1, None, None), (2, 2, 0.5), (2, None, None), (3, 3, 0.75), (4, 2, 0.5)]
+    shares = [m[2] for m in moves if m[2] is not None]
+    # The mean over the three rebalances, not (0.5 + 0 + 0.75 + 0.5) / 4 = 0.4375 with the restart averaged in.
+    assert sum(shares) / len(shares) == (0.5 + 0.75 + 0.5) / 3
+    assert [r["rebalance"] for r in out] == [True, True, False, True, True]

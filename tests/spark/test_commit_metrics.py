@@ -108,15 +108,22 @@ def test_stale_partitions_while_stable(spark: SparkSession) -> None:
     stale = commits.stale_partitions(inputs, intervals, ReportConfig(stale_commit_ms=15 * M), rng)
     assertDataFrameEqual(
         stale.select(
-            "partition_index", "generation_id", "gap_start_ms", "gap_end_ms", "gap_ms", "after_commit", "ongoing"
+            "partition_index",
+            "generation_id",
+            "owner",
+            "gap_start_ms",
+            "gap_end_ms",
+            "gap_ms",
+            "after_commit",
+            "ongoing",
         ),
         [
-            Row(0, 1, 10 * M, 40 * M, 30 * M, True, False),
-            Row(0, 1, 40 * M, 60 * M, 20 * M, True, False),  # ends when the rebalance starts
-            Row(1, 1, 5 * M, 60 * M, 55 * M, True, False),
-            Row(0, 2, 70 * M, 100 * M, 30 * M, True, False),
-            Row(0, 2, 100 * M, 120 * M, 20 * M, True, True),
-            Row(2, 2, 62 * M, 120 * M, 58 * M, False, True),  # assigned, never committed
+            Row(0, 1, "m1", 10 * M, 40 * M, 30 * M, True, False),
+            Row(0, 1, "m1", 40 * M, 60 * M, 20 * M, True, False),  # ends when the rebalance starts
+            Row(1, 1, "m1", 5 * M, 60 * M, 55 * M, True, False),
+            Row(0, 2, "m1", 70 * M, 100 * M, 30 * M, True, False),
+            Row(0, 2, "m1", 100 * M, 120 * M, 20 * M, True, True),
+            Row(2, 2, "m1", 62 * M, 120 * M, 58 * M, False, True),  # assigned, never committed
             # t-1 is not assigned in generation 2, so its silence then is not reported.
         ],
     )

@@ -117,7 +117,7 @@ def test_cause_mix(spark: SparkSession) -> None:
     )
 
 
-def test_time_in_each_state_and_share_outside_stable(spark: SparkSession) -> None:
+def test_time_in_each_state_rebalancing_apart_from_empty(spark: SparkSession) -> None:
     intervals = timeline.state_intervals(three_rebalances().inputs(spark), RANGE)
     st = rebalances.state_time(intervals, RANGE)
     cols = [
@@ -128,7 +128,9 @@ def test_time_in_each_state_and_share_outside_stable(spark: SparkSession) -> Non
         "completing_rebalance_ms",
         "stable_ms",
         "tracked_ms",
-        "outside_stable_share",
+        "rebalancing_ms",
+        "rebalancing_share",
+        "empty_share",
     ]
     # Hour 0: Empty 0-10, Preparing 10-13, Completing 13-14, Stable 14-60 (minutes).
     # Hour 1: Stable 60-70, Preparing 70-75, Completing 75-77, Stable 77-120.
@@ -136,10 +138,10 @@ def test_time_in_each_state_and_share_outside_stable(spark: SparkSession) -> Non
     assertDataFrameEqual(
         st.select(cols),
         [
-            Row("hour", 0, 10 * M, 3 * M, 1 * M, 46 * M, 60 * M, 14 / 60),
-            Row("hour", H, 0, 5 * M, 2 * M, 53 * M, 60 * M, 7 / 60),
-            Row("hour", 2 * H, 0, 10 * M, 0, 50 * M, 60 * M, 10 / 60),
-            Row("day", 0, 10 * M, 18 * M, 3 * M, 149 * M, 180 * M, 31 / 180),
+            Row("hour", 0, 10 * M, 3 * M, 1 * M, 46 * M, 60 * M, 4 * M, 4 / 60, 10 / 60),
+            Row("hour", H, 0, 5 * M, 2 * M, 53 * M, 60 * M, 7 * M, 7 / 60, 0.0),
+            Row("hour", 2 * H, 0, 10 * M, 0, 50 * M, 60 * M, 10 * M, 10 / 60, 0.0),
+            Row("day", 0, 10 * M, 18 * M, 3 * M, 149 * M, 180 * M, 21 * M, 21 / 180, 10 / 180),
         ],
     )
 

@@ -125,12 +125,16 @@ class Story:
             self.commits += 1
 
     def moved(self) -> list[tuple[int, int | None]]:
-        """(generation, partitions whose owner changed since the previous snapshot); None for the first."""
+        """(generation, partitions whose owner changed since the previous snapshot); None for the first, and for a
+        snapshot of the same generation as the previous one (the static restart: not a rebalance)."""
         out: list[tuple[int, int | None]] = []
-        previous: dict[int, str] | None = None
+        previous: tuple[int, dict[int, str]] | None = None
         for generation, owners in self.snapshots:
-            out.append((generation, None if previous is None else sum(owners[p] != o for p, o in previous.items())))
-            previous = owners
+            if previous is None or previous[0] == generation:
+                out.append((generation, None))
+            else:
+                out.append((generation, sum(owners[p] != o for p, o in previous[1].items())))
+            previous = (generation, owners)
         return out
 
 
@@ -245,6 +249,9 @@ def _check(spark: SparkSession, result: ReportResult, story: Story) -> None:
     changes = sorted(table("assignment_changes"), key=lambda r: r["position"])
     assert any(story.moved()[i][1] for i in range(1, 4))  # the joins moved partitions: the comparison has teeth
     assert [(r["generation_id"], r["partitions_moved"]) for r in changes] == story.moved()
+    # The mean share moved is over the five rebalances that assigned, not the static restart's snapshot.
+    shares = [n / len(PARTITIONS) for _g, n in story.moved() if n is not None]
+    assert len(shares) == 5 and group["avg_moved_share"] == pytest.approx(sum(shares) / len(shares))
     assert all(r["assigned_partitions"] == len(PARTITIONS) for r in changes)
     churn = [r for r in table("member_churn") if r["granularity"] == "day"]
     sums = {k: sum(r[k] for r in churn) for k in ("joins", "static_joins", "leaves", "evictions")}

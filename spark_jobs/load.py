@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import reduce
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from .config import ReportConfig, ReportRange
 
@@ -23,17 +25,34 @@ SUMMARY_FILE = "summary.json"
 REPORT_FILE = "report.html"
 
 
-def write_tables(metrics: dict[str, DataFrame], out_dir: Path) -> dict[str, Path]:
-    paths: dict[str, Path] = {}
-    for name, df in metrics.items():
-        path = out_dir / TABLES_DIR / name
-        df.write.mode("overwrite").parquet(str(path))
-        paths[name] = path
+def write_tables(metrics: dict[str, DataFrame], out_dir: Path, parallel: int = 1) -> dict[str, Path]:
+    """One Parquet directory per metric. With ``parallel`` > 1 that many writes run at once (one Spark job each,
+    submitted from threads): on small inputs a job is mostly driver-side planning and scheduling, and running a few
+    together keeps the cores busy."""
+    paths = {name: out_dir / TABLES_DIR / name for name in metrics}
+
+    def write(name: str) -> None:
+        metrics[name].write.mode("overwrite").parquet(str(paths[name]))
+
+    if parallel <= 1:
+        for name in metrics:
+            write(name)
+    else:
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="write-table") as pool:
+            for future in [pool.submit(write, name) for name in metrics]:
+                future.result()
     return paths
 
 
-def read_tables(spark: SparkSession, paths: dict[str, Path]) -> dict[str, DataFrame]:
-    return {name: spark.read.parquet(str(path)) for name, path in paths.items()}
+def read_tables(
+    spark: SparkSession, paths: dict[str, Path], schemas: dict[str, StructType] | None = None
+) -> dict[str, DataFrame]:
+    """The written tables; with their schemas known, Spark does not run a job per table to read them."""
+    schemas = schemas or {}
+    return {
+        name: (spark.read.schema(schemas[name]) if name in schemas else spark.read).parquet(str(path))
+        for name, path in paths.items()
+    }
 
 
 def iso(ms: int | None) -> str | None:

@@ -36,7 +36,7 @@ from spark_jobs.extract import read_source
 from spark_jobs.load import REPORT_FILE, build_summary, read_tables, write_summary, write_tables
 from spark_jobs.metrics import compute_metrics, filter_groups, now_ms, resolve_range
 from spark_jobs.report_html import render_report
-from spark_jobs.schema import Inputs
+from spark_jobs.schema import TABLES, Inputs
 from spark_jobs.session import build_session
 
 log = logging.getLogger("spark_jobs.rebalance_report")
@@ -71,12 +71,18 @@ def run_inputs(spark: SparkSession, inputs: Inputs, out_dir: Path, config: Repor
     # The range is that of the whole log, whichever groups are reported: until = now, since = the first event.
     rng = resolve_range(everything if config.group_glob else inputs, config, now)
     read = time.monotonic()
-    with small_input_settings(spark, rows):
-        paths = write_tables(compute_metrics(inputs, config, rng, keep), out_dir)
+    small = rows < SMALL_INPUT_ROWS
+    with small_input_settings(spark, small):
+        metrics = compute_metrics(inputs, config, rng, keep)
+        if small:
+            # Fill the shared intermediates' caches before the writes run at once (else each would compute them).
+            for df in persisted[len(TABLES) :]:
+                df.count()
+        paths = write_tables(metrics, out_dir, parallel=SMALL_INPUT_WRITERS if small else 1)
         for df in persisted:
             df.unpersist()
         written = time.monotonic()
-        tables = read_tables(spark, paths)
+        tables = read_tables(spark, paths, {name: df.schema for name, df in metrics.items()})
         summary = build_summary(tables, config, rng, source)
         summary_path = write_summary(summary, out_dir)
         report_path = out_dir / REPORT_FILE
@@ -91,9 +97,10 @@ def run_inputs(spark: SparkSession, inputs: Inputs, out_dir: Path, config: Repor
     return ReportResult(out_dir, paths, summary_path, report_path, summary, time.monotonic() - started)
 
 
-# Below this many input rows, a shuffle into several partitions and generated code (compiled per query: the report
-# runs ~100) cost more than they save.
+# Below this many input rows, a shuffle into several partitions, generated code (compiled per query: the report runs
+# ~100) and adaptive re-planning cost more than they save, and the tables are written a few at a time.
 SMALL_INPUT_ROWS = 200_000
+SMALL_INPUT_WRITERS = 4
 
 
 def input_rows(inputs: Inputs) -> int:
@@ -103,13 +110,20 @@ def input_rows(inputs: Inputs) -> int:
 
 
 @contextmanager
-def small_input_settings(spark: SparkSession, rows: int) -> Iterator[None]:
-    """For a small input: one shuffle partition and no whole-stage code generation; the session's own values are
-    restored after."""
-    if rows >= SMALL_INPUT_ROWS:
+def small_input_settings(spark: SparkSession, small: bool) -> Iterator[None]:
+    """For a small input: one shuffle partition, no whole-stage code generation, no adaptive execution; the
+    session's own values are restored after."""
+    if not small:
         yield
         return
-    settings = {"spark.sql.shuffle.partitions": "1", "spark.sql.codegen.wholeStage": "false"}
+    settings = {
+        "spark.sql.shuffle.partitions": "1",
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.adaptive.enabled": "false",
+        # Interpreted expressions: no Janino compilation at all (what the transform tests run with, on every query
+        # of the report). Compiling is most of a cold JVM's time on a small input.
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    }
     saved = {k: spark.conf.get(k, None) for k in settings}
     for k, v in settings.items():
         spark.conf.set(k, v)

@@ -141,7 +141,13 @@ def read_jdbc(
         try:
             bounds = (
                 _jdbc_reader(spark, src)
-                .option("query", f"SELECT MIN(position) AS lo, MAX(position) AS hi, COUNT(*) AS n FROM {table}")
+                # Never NULL: Xerial's SQLite driver fails Spark's read of an all-NULL column ("column -1 out of
+                # bounds"), which made every empty table look missing, with a stack trace in the log.
+                .option(
+                    "query",
+                    f"SELECT COALESCE(MIN(position), 0) AS lo, COALESCE(MAX(position), 0) AS hi, COUNT(*) AS n"
+                    f" FROM {table}",
+                )
                 .load()
                 .first()
             )
@@ -159,6 +165,24 @@ def read_jdbc(
             )
         tables[table] = conform(table, reader.load())
     return Inputs.from_tables(spark, tables)
+
+
+def source_bytes(source: str) -> int | None:
+    """The size on disk of a Parquet export directory or a SQLite file; None for a database server (unknown)."""
+    if source.startswith("jdbc:sqlite:"):
+        path = Path(source.removeprefix("jdbc:sqlite:"))
+    elif "://" in source:
+        if urlsplit(source).scheme.split("+", 1)[0] != "sqlite":
+            return None
+        rest = source.split("://", 1)[1]
+        path = Path(rest[1:] if rest.startswith("/") else rest)
+    else:
+        path = Path(source)
+    if path.is_file():
+        return path.stat().st_size
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return None
 
 
 def read_source(

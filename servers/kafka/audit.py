@@ -116,7 +116,10 @@ def refused(
 
 def refused_request(ctx: RequestContext, body: Any) -> None:
     """``refused`` for a request answered through an adapter; the group and member are read from its body."""
-    if ctx.api_key not in GROUP_APIS or ctx.api_key == _DELETE_GROUPS:  # DeleteGroups: per group, by its adapter
+    api_key, error = ctx.api_key, ctx.error
+    # DeleteGroups: per group, by its adapter. The pairs logged elsewhere return here, before the body is read: a
+    # MEMBER_ID_REQUIRED answer is the first step of every JoinGroup.
+    if api_key not in GROUP_APIS or api_key == _DELETE_GROUPS or (api_key, error) in _NOT_HERE:
         return
     try:  # runs before the answer is queued: a surprise in a client's body must not keep the answer back
         group = getattr(body, "group_id", None)

@@ -63,8 +63,9 @@ def join_group(shard: ClassicGroups, req: JoinGroupRequest) -> Deferred[JoinGrou
 
 
 def log_join_refused(req: JoinGroupRequest, error: ErrorCode, detail: str) -> None:
-    """A JoinGroup turned away for the client's configuration: logged once per group and cause (throttled), so
-    the refusal leaves a trace besides kgc_join_refused_total."""
+    """A JoinGroup turned away for the client's configuration: logged with its group, throttled per peer and cause,
+    so the refusal leaves a trace besides kgc_join_refused_total. (Keyed by group, a client naming a new group id in
+    every request wrote a line per request: 2,836 of a 1,000,000-frame fuzz run's 4,593 warnings.)"""
     log.warning(
         "JoinGroup refused: %s: %s",
         error.name.upper(),
@@ -74,7 +75,7 @@ def log_join_refused(req: JoinGroupRequest, error: ErrorCode, detail: str) -> No
             "member": req.member_id or None,
             "client_id": req.client_id,
             "client_host": req.client_host or None,
-            "throttle": ("join-refused", req.group_id, error),
+            "throttle": ("join-refused", req.client_host, error),
         },
     )
 

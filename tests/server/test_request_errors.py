@@ -141,7 +141,7 @@ async def test_refused_join_is_logged_with_group_client_and_reason(caplog: pytes
         line = LogfmtFormatter().format(record)
         assert " group=orders msg=" in line and line.endswith(" client_id=billing-7 client_host=/10.0.0.7")
         assert "None" not in line and "member=" not in line  # a new member has no id yet: left out
-        assert record.throttle == ("join-refused", "orders", ErrorCode.invalid_session_timeout)  # type: ignore[attr-defined]
+        assert record.throttle == ("join-refused", "/10.0.0.7", ErrorCode.invalid_session_timeout)  # type: ignore[attr-defined]
     finally:
         app.timer.cancel_all()
 
@@ -231,6 +231,6 @@ async def test_group_full_join_is_logged(caplog: pytest.LogCaptureFixture) -> No
             'group=orders msg="JoinGroup refused: GROUP_MAX_SIZE_REACHED: group.max.size 1 reached" '
             "client_id=second client_host=/10.0.0.8"
         )
-        assert record.throttle == ("join-refused", "orders", ErrorCode.group_max_size_reached)  # type: ignore[attr-defined]
+        assert record.throttle == ("join-refused", "/10.0.0.8", ErrorCode.group_max_size_reached)  # type: ignore[attr-defined]
     finally:
         app.timer.cancel_all()

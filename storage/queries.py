@@ -502,16 +502,7 @@ async def _group_records(
         out.append(
             (
                 r.position,
-                GroupMetadataRecord(
-                    group_id=r.group_id,
-                    protocol_type=r.protocol_type,
-                    generation_id=r.generation_id,
-                    protocol=r.protocol,
-                    leader=r.leader,
-                    current_state_timestamp_ms=r.current_state_timestamp_ms,
-                    members=tuple(metadata_members.get(r.position, ())),
-                    timestamp_ms=r.timestamp_ms,
-                ),
+                group_record_from_row(r, metadata_members.get(r.position, ())),
             )
         )
     out.sort(key=lambda pr: pr[0])
@@ -546,6 +537,21 @@ def _member_removed(r: Any) -> MemberRemoved:
 
 def _group_tombstone(r: Any) -> GroupTombstone:
     return GroupTombstone(group_id=r.group_id, cause=_enum(GroupRemovalCause, r.cause), timestamp_ms=r.timestamp_ms)
+
+
+def group_record_from_row(row: Any, members: Iterable[MemberMetadata]) -> GroupMetadataRecord:
+    """A group metadata record from its row (a generation's ``GroupMetadataLog`` or the current ``CurrentGroup``:
+    the same columns) and its members' rows."""
+    return GroupMetadataRecord(
+        group_id=row.group_id,
+        protocol_type=row.protocol_type,
+        generation_id=row.generation_id,
+        protocol=row.protocol,
+        leader=row.leader,
+        current_state_timestamp_ms=row.current_state_timestamp_ms,
+        members=tuple(members),
+        timestamp_ms=row.timestamp_ms,
+    )
 
 
 def member_from_row(row: Any) -> MemberMetadata:

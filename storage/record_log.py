@@ -68,7 +68,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from broker.partitions import PartitionSnapshot
 from broker.records import TopicCreated
 from coordinator.record_log import OnDone, WriteFailure
-from coordinator.records import GroupMetadataRecord, MemberMetadata, OffsetCommitRecord, StateRecord
+from coordinator.records import MemberMetadata, OffsetCommitRecord, StateRecord
 
 from . import models as m
 from .batch_reader import BatchReader, reader_for
@@ -76,7 +76,7 @@ from .database import DEFAULT_DATA_DIR, create_engine, database_url, migrate
 from .errors import StorageError, describe
 from .lock import DatabaseLock, claim_sqlite_database
 from .models import table
-from .queries import StorageQueries, member_from_row
+from .queries import StorageQueries, group_record_from_row, member_from_row
 from .rows import AnyRecord
 from .writers import BatchWriter, PositionConflict, writer_for
 
@@ -495,18 +495,7 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
     out: list[StateRecord] = []
     g = table(m.CurrentGroup)
     for row in await conn.execute(select(g).order_by(g.c.position)):
-        out.append(
-            GroupMetadataRecord(
-                group_id=row.group_id,
-                protocol_type=row.protocol_type,
-                generation_id=row.generation_id,
-                protocol=row.protocol,
-                leader=row.leader,
-                current_state_timestamp_ms=row.current_state_timestamp_ms,
-                members=tuple(members.get(row.group_id, ())),
-                timestamp_ms=row.timestamp_ms,
-            )
-        )
+        out.append(group_record_from_row(row, members.get(row.group_id, ())))
     o = table(m.CurrentOffset)
     result = await conn.execute(
         select(

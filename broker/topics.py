@@ -29,6 +29,10 @@ _TOPIC_NAMESPACE = uuid.UUID("6b1c6c9e-3f0e-5d59-9d7c-6b6f6e1a1f00")
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 # Why auto-creation refused a topic (the ``reason`` label of kgc_topics_auto_create_refused_total).
 REFUSALS = ("invalid_name", "max_topics", "per_request", "rate")
+# Kafka's internal topic of committed offsets and group metadata: reserved, never auto-created as a plain topic, never
+# produced to by a client (Topic.isInternal). Rendered by the daemon from the coordinator's records.
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,10 @@ def topic_id_for(name: str) -> uuid.UUID:
 
 def is_legal_topic_name(name: str) -> bool:
     return _LEGAL.fullmatch(name) is not None and name not in (".", "..")  # fullmatch: "$" would allow a "\n"
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in INTERNAL_TOPICS
 
 
 def parse_topic_spec(spec: str) -> tuple[str, int]:

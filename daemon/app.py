@@ -24,6 +24,7 @@ from coordinator.record_log import MemoryLog
 from daemon.settings import Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from runtime.activity import GroupActivity
+from runtime.lag import group_lags
 from runtime.loop import AsyncioTimer
 from runtime.metrics import Metrics
 from runtime.record_stream import RecordStream
@@ -90,6 +91,13 @@ class App:
         self.broker = Broker(
             self.topics, data if data is not None else MemoryDataLog(), self.clock.now_ms, keep_bytes=data is None
         )
+        self.metrics.watch_lag(
+            lambda: group_lags(
+                self.coordinator.groups.all_groups(), self.coordinator.offsets.committed, self.broker,
+                self.clock.now_ms(),
+            ),
+            cluster_name=settings.kafka.cluster_id,
+        )  # fmt: skip
         k = settings.kafka
         self.services = Services(
             coordinator=self.coordinator,
@@ -169,6 +177,7 @@ class App:
                 topics=self.topics,
                 readiness=probe,
                 token=token.get_secret_value() if token is not None else None,
+                broker=self.broker,
             )
             self.http = await start_http(
                 http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes

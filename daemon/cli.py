@@ -139,6 +139,11 @@ def fmt_duration(ms: int | None) -> str | None:
     return f"{ms}ms" if ms < 10_000 else f"{ms / 1000:.1f}s"
 
 
+def fmt_lag(ms: int | None) -> str | None:
+    """A lag in time, to the millisecond: ``12.345s``."""
+    return None if ms is None else f"{ms / 1000:.3f}s"
+
+
 def fmt_partitions(assignment: dict[str, list[int]] | None) -> str | None:
     if assignment is None:
         return None
@@ -168,6 +173,17 @@ def show_group(data: Any, out: TextIO) -> None:
     ]  # fmt: skip
     table(rows, ["member", "instance", "client", "host", "session", "rebalance", "heartbeat", "topics", "assignment"],
           out)  # fmt: skip
+    lag = data.get("lag") or {}
+    if lag.get("partitions"):
+        print(file=out)
+        print(f"Lag:        {lag['total_lag']} messages, at most {fmt_lag(lag['max_lag_ms']) or '-'} behind", file=out)
+        rows = [
+            (p["topic"], p["partition"], p["committed_offset"], p["log_end_offset"], p["lag"], fmt_lag(p["lag_ms"]),
+             p["member_id"], p["host"], p["client_id"])
+            for p in lag["partitions"]
+        ]  # fmt: skip
+        table(rows, ["topic", "partition", "current-offset", "log-end-offset", "lag", "time-lag", "consumer-id",
+                     "host", "client-id"], out)  # fmt: skip
 
 
 def show_offsets(data: Any, out: TextIO) -> None:
@@ -176,6 +192,12 @@ def show_offsets(data: Any, out: TextIO) -> None:
         for o in data["offsets"]
     ]
     table(rows, ["topic", "partition", "offset", "epoch", "metadata", "committed"], out)
+
+
+def show_lag(data: Any, out: TextIO) -> None:
+    rows = [(g["group"], g["state"], g["partitions"], g["total_lag"], g["max_lag"], fmt_lag(g["max_lag_ms"]))
+            for g in data["groups"]]  # fmt: skip
+    table(rows, ["group", "state", "partitions", "total-lag", "max-lag", "max-time-lag"], out)
 
 
 def show_commits(data: Any, out: TextIO) -> None:
@@ -343,8 +365,9 @@ def _dash(v: Any) -> Any:
     return "-" if v is None or v == "" else v
 
 
-def describe_rows(view: str, detail: dict[str, Any], offsets: dict[str, Any] | None, verbose: bool) -> list[Any]:
-    """One group's rows for --offsets, --members or --state (kafka-consumer-groups.sh --describe's columns)."""
+def describe_rows(view: str, detail: dict[str, Any], lag: dict[str, Any] | None, verbose: bool) -> list[Any]:
+    """One group's rows for --offsets, --members or --state (kafka-consumer-groups.sh --describe's columns; --offsets
+    adds TIME-LAG last, so Kafka's columns keep their positions). ``lag``: the group's ``/lag`` answer."""
     g = detail["group_id"]
     if view == "state":
         return [{"group": g, "assignment-strategy": _dash(detail["protocol"]), "state": detail["state"],
@@ -363,24 +386,14 @@ def describe_rows(view: str, detail: dict[str, Any], offsets: dict[str, Any] | N
                 )
             rows.append(row)
         return rows
-    # offsets: each assigned partition with its member, then the committed partitions nobody is assigned.
-    # The log end offset and the lag are "-": this service stores no messages (Kafka prints "-" when it has none).
-    committed = {(o["topic"], o["partition"]): o["offset"] for o in (offsets or {}).get("offsets", [])}
-    rows, seen = [], set()
-    members = sorted(detail["members"], key=lambda m: -sum(len(ps) for ps in (m["assignment"] or {}).values()))
-    for m in members:
-        for topic, parts in sorted((m["assignment"] or {}).items()):
-            for part in sorted(parts):
-                seen.add((topic, part))
-                rows.append({"group": g, "topic": topic, "partition": part,
-                             "current-offset": _dash(committed.get((topic, part))), "log-end-offset": "-",
-                             "lag": "-", "consumer-id": m["member_id"], "host": m["client_host"],
-                             "client-id": m["client_id"]})  # fmt: skip
-    for (topic, part), offset in sorted(committed.items()):
-        if (topic, part) not in seen:
-            rows.append({"group": g, "topic": topic, "partition": part, "current-offset": offset,
-                         "log-end-offset": "-", "lag": "-", "consumer-id": "-", "host": "-",
-                         "client-id": "-"})  # fmt: skip
+    # offsets: every partition the group committed or is assigned (the API's lag view, runtime.lag), with its member;
+    # "-" where Kafka prints it (no commit: no current offset, lag or time lag; nobody assigned: no member).
+    rows = []
+    for p in (lag or {}).get("partitions", []):
+        rows.append({"group": g, "topic": p["topic"], "partition": p["partition"],
+                     "current-offset": _dash(p["committed_offset"]), "log-end-offset": _dash(p["log_end_offset"]),
+                     "lag": _dash(p["lag"]), "consumer-id": _dash(p["member_id"]), "host": _dash(p["host"]),
+                     "client-id": _dash(p["client_id"]), "time-lag": _dash(fmt_lag(p["lag_ms"]))})  # fmt: skip
     return rows
 
 
@@ -395,13 +408,13 @@ def run_describe(args: argparse.Namespace, api: Api) -> Outcome:
     for gid in groups:
         try:
             detail = api.request("GET", f"/v1/groups/{quote(gid)}")
-            offsets = api.request("GET", f"/v1/groups/{quote(gid)}/offsets") if view == "offsets" else None
+            lag = api.request("GET", f"/v1/groups/{quote(gid)}/lag") if view == "offsets" else None
         except ApiError as e:
             failures.append(_failed(gid, e))
             continue
         details.append(detail)
         if view is not None:
-            rows.extend(describe_rows(view, detail, offsets, args.verbose))
+            rows.extend(describe_rows(view, detail, lag, args.verbose))
             if detail["state"] == "Empty" and view != "state":
                 notes.append(f"Consumer group '{gid}' has no active members.")
             elif detail["state"] in ("PreparingRebalance", "CompletingRebalance"):
@@ -570,6 +583,8 @@ def run_command(args: argparse.Namespace, api: Api) -> Outcome:
             return run_describe(args, api)
         case "offsets":
             return Outcome(api.request("GET", f"/v1/groups/{g}/offsets"), show_offsets)
+        case "lag":
+            return Outcome(api.request("GET", "/v1/lag"), show_lag)
         case "commits":
             q = {"since": args.since, "until": args.until, **page}
             return Outcome(api.request("GET", f"/v1/groups/{g}/commits", q), show_commits)
@@ -667,7 +682,8 @@ def add_groups_subcommands(subparsers: Any) -> None:
     p = gcmds.add_parser("describe", help="state, members, assignments; --offsets/--members/--state as Kafka's")
     _groups(p, "groups to describe")
     view = p.add_mutually_exclusive_group()
-    view.add_argument("--offsets", action="store_true", help="committed offsets per partition, with the member")
+    view.add_argument("--offsets", action="store_true",
+                      help="per partition: committed offset, log end, lag, the member, time lag")  # fmt: skip
     view.add_argument("--members", action="store_true", help="members and their partition counts")
     view.add_argument("--state", action="store_true", help="state, assignment strategy, generation, member count")
     p.add_argument("--verbose", action="store_true", help="with --members: each member's assignment")
@@ -675,6 +691,8 @@ def add_groups_subcommands(subparsers: Any) -> None:
 
     p = gcmds.add_parser("offsets", help="committed offsets")
     p.add_argument("group")
+    _common(p)
+    p = gcmds.add_parser("lag", help="every group's total lag, largest lag in messages and in time")
     _common(p)
     p = gcmds.add_parser("delete", help="delete Empty groups")
     _groups(p, "groups to delete")

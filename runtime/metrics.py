@@ -14,6 +14,9 @@ Rules of this module:
 * Per-partition offsets (``kafka_consumergroup_group_offset``, kafka-lag-exporter's name and labels, and
   ``kgc_consumergroup_last_commit_age_seconds``) are read at scrape time from the live offsets store: commits pay
   nothing for them.
+* Lag (kafka-lag-exporter's ``kafka_consumergroup_group_lag``, ``..._lag_seconds``, ``..._max_lag``,
+  ``..._sum_lag``, ``kafka_partition_latest_offset``, ...) is computed at scrape time by ``runtime.lag``, the module
+  the HTTP API and the CLI read too.
 * Per-group labels (``group``) can be switched off for cardinality; the totals stay, and the per-partition series
   are then not reported at all.
 * No ``*_created`` series (a process-wide prometheus_client switch): they double the series count for nothing here.
@@ -32,7 +35,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from coordinator.group import CONSUMER_PROTOCOL_TYPE
 from coordinator.records import (
     GroupStabilized,
     GroupTombstone,
@@ -42,8 +44,9 @@ from coordinator.records import (
     RebalanceStarted,
     Record,
 )
-from protocol.consumer_protocol import assignment_partitions
 from protocol.errors import ErrorCode
+
+from .lag import GroupLag, partition_owners
 
 __all__ = ["API_NAMES", "CONTENT_TYPE_LATEST", "ConnectionStats", "Metrics", "api_name"]
 
@@ -316,7 +319,7 @@ class _ConsumerGroupOffsetCollector(Collector):
             committed = self._offsets.committed(group_id)
             if not committed:
                 continue
-            owners = _partition_owners(self._group_of(group_id))
+            owners = partition_owners(self._group_of(group_id))
             for (topic, partition), stored in committed.items():
                 member = owners.get((topic, partition))
                 who = (member.client_host, member.member_id, member.client_id) if member is not None else ("", "", "")
@@ -327,21 +330,67 @@ class _ConsumerGroupOffsetCollector(Collector):
         yield age
 
 
-def _partition_owners(group: Any) -> dict[tuple[str, int], Any]:
-    """(topic, partition) -> the member of a ``consumer`` group the partition is assigned to (its assignment bytes
-    decoded; undecodable ones skipped)."""
-    if group is None or getattr(group, "protocol_type", None) != CONSUMER_PROTOCOL_TYPE:
-        return {}
-    owners: dict[tuple[str, int], Any] = {}
-    for member in group.members.values():
-        try:
-            assigned = assignment_partitions(member.assignment)
-        except Exception:  # a client's bytes: not ours to trust
-            continue
-        for topic, partitions in assigned.items():
-            for partition in partitions:
-                owners[(topic, partition)] = member
-    return owners
+class _LagCollector(Collector):
+    """kafka-lag-exporter's lag series, computed at scrape time by ``runtime.lag`` (the same numbers as the HTTP API
+    and the CLI): per partition ``kafka_consumergroup_group_lag`` and ``_lag_seconds`` (NaN without a commit, as
+    kafka-lag-exporter reports them), per group ``_max_lag``, ``_max_lag_seconds``, ``_sum_lag``, per group and
+    topic ``_topic_sum_lag``, and per partition of those groups ``kafka_partition_latest_offset`` (the high
+    watermark) and ``kafka_partition_earliest_offset`` (the log start). Labels as kafka-lag-exporter's code reports
+    them (``Metrics.scala``)."""
+
+    def __init__(self, source: Callable[[], Iterable[GroupLag]], cluster_name: str) -> None:
+        self._source = source
+        self._cluster = cluster_name
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        cluster = self._cluster
+        lag = GaugeMetricFamily("kafka_consumergroup_group_lag", "Group offset lag of a partition.",
+                                labels=_PARTITION_LABELS)  # fmt: skip
+        lag_s = GaugeMetricFamily(
+            "kafka_consumergroup_group_lag_seconds",
+            "Group time lag of a partition: now minus the broker append time of the first unconsumed message.",
+            labels=_PARTITION_LABELS,
+        )
+        group_labels = ["cluster_name", "group"]
+        max_lag = GaugeMetricFamily("kafka_consumergroup_group_max_lag", "Max group offset lag.", labels=group_labels)
+        max_lag_s = GaugeMetricFamily(
+            "kafka_consumergroup_group_max_lag_seconds", "Max group time lag.", labels=group_labels
+        )
+        sum_lag = GaugeMetricFamily("kafka_consumergroup_group_sum_lag", "Sum of group offset lag.",
+                                    labels=group_labels)  # fmt: skip
+        topic_sum = GaugeMetricFamily(
+            "kafka_consumergroup_group_topic_sum_lag",
+            "Sum of group offset lag across topic partitions.",
+            labels=["cluster_name", "group", "topic"],
+        )
+        latest = GaugeMetricFamily("kafka_partition_latest_offset", "Latest offset of a partition.",
+                                   labels=["cluster_name", "topic", "partition"])  # fmt: skip
+        earliest = GaugeMetricFamily("kafka_partition_earliest_offset", "Earliest offset of a partition.",
+                                     labels=["cluster_name", "topic", "partition"])  # fmt: skip
+        seen: set[tuple[str, int]] = set()
+        nan = float("nan")
+        for view in self._source():
+            if not view.partitions:
+                continue
+            g = view.group_id
+            for p in view.partitions:
+                labels = [cluster, g, p.topic, str(p.partition), p.host or "", p.member_id or "", p.client_id or ""]
+                lag.add_metric(labels, nan if p.lag is None else p.lag)
+                lag_s.add_metric(labels, nan if p.lag_ms is None else p.lag_ms / 1000)
+                if p.log_end_offset is not None and (p.topic, p.partition) not in seen:
+                    seen.add((p.topic, p.partition))
+                    latest.add_metric([cluster, p.topic, str(p.partition)], p.log_end_offset)
+                    earliest.add_metric([cluster, p.topic, str(p.partition)], p.log_start_offset or 0)
+            most, most_ms = view.max_lag, view.max_lag_ms
+            max_lag.add_metric([cluster, g], nan if most is None else most)
+            max_lag_s.add_metric([cluster, g], nan if most_ms is None else most_ms / 1000)
+            sum_lag.add_metric([cluster, g], view.total_lag)
+            for topic, total in sorted(view.topic_lags().items()):
+                topic_sum.add_metric([cluster, g, topic], total)
+        yield from (lag, lag_s, max_lag, max_lag_s, sum_lag, topic_sum, latest, earliest)
 
 
 class Metrics:
@@ -399,6 +448,7 @@ class Metrics:
         )
         self._groups_collector: _GroupsCollector | None = None
         self._offsets_collector: _ConsumerGroupOffsetCollector | None = None
+        self._lag_collector: _LagCollector | None = None
 
     # ---------------------------------------------------------------------------------------------- hot path
     def observe_request(
@@ -493,6 +543,16 @@ class Metrics:
             self.registry.unregister(self._offsets_collector)
         self._offsets_collector = _ConsumerGroupOffsetCollector(offsets, group_of, cluster_name, now_ms)
         self.registry.register(self._offsets_collector)
+
+    def watch_lag(self, source: Callable[[], Iterable[GroupLag]], *, cluster_name: str) -> None:
+        """Report kafka-lag-exporter's lag series from ``source()`` (``runtime.lag.group_lags`` over the live groups,
+        computed at scrape time). Per-group series: not reported when per-group labels are off (cardinality)."""
+        if not self.per_group_labels:
+            return
+        if self._lag_collector is not None:
+            self.registry.unregister(self._lag_collector)
+        self._lag_collector = _LagCollector(source, cluster_name)
+        self.registry.register(self._lag_collector)
 
     def watch_topics(self, topics: Any) -> None:
         """Topics and auto-creation (its counters and limits), read at scrape time from ``topics`` (the server's

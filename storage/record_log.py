@@ -525,14 +525,15 @@ async def _load_data(conn: AsyncConnection) -> tuple[list[TopicCreated], list[Pa
         for row in await conn.execute(select(t).order_by(t.c.position))
     ]
     b = table(m.PartitionBatch)
-    index: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+    index: dict[tuple[str, int], list[tuple[int, int, int, int, int]]] = {}
     rows = await conn.execute(
         select(
-            b.c.topic, b.c.partition_index, b.c.base_offset, b.c.last_offset, b.c.max_timestamp_ms, b.c.size_bytes
+            b.c.topic, b.c.partition_index, b.c.base_offset, b.c.last_offset, b.c.max_timestamp_ms, b.c.size_bytes,
+            b.c.appended_ms,
         ).order_by(b.c.topic, b.c.partition_index, b.c.base_offset)
-    )
-    for topic, partition, base, last, max_ts, size in rows:
-        index.setdefault((topic, partition), []).append((base, last, max_ts, size))
+    )  # fmt: skip
+    for topic, partition, base, last, max_ts, size, appended in rows:
+        index.setdefault((topic, partition), []).append((base, last, max_ts, size, appended))
     p = table(m.PartitionRow)
     partitions = [
         PartitionSnapshot(

@@ -25,6 +25,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
+from broker.partitions import Broker, MemoryDataLog
 from broker.topics import TopicRegistry as Topics
 from coordinator.clock import Clock, SystemClock
 from runtime.activity import GroupActivity
@@ -107,12 +108,14 @@ def create_http_app(
     deferred_timeout_s: float = 30.0,
     dashboard: bool = True,
     activity: GroupActivity | None = None,
+    broker: Broker | None = None,
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
     ``history`` defaults to an empty ``MemoryHistory`` (feed it with ``RecordStream.listen``); ``metrics`` to none
     (``/metrics`` answers 404); ``token`` "" or None leaves mutating endpoints open; ``activity`` defaults to an
-    empty ``GroupActivity`` (feed it with ``RecordStream.listen`` and the Kafka listener's ``on_join_refused``).
+    empty ``GroupActivity`` (feed it with ``RecordStream.listen`` and the Kafka listener's ``on_join_refused``);
+    ``broker`` (the partitions' logs: lag, offset resets) defaults to an empty one over ``topics``.
     """
     app = web.Application(middlewares=[metrics_middleware, error_middleware, auth_middleware])
     app[keys.CORE] = core
@@ -120,6 +123,11 @@ def create_http_app(
     app[keys.TOPICS] = topics if topics is not None else Topics(auto_create=False)
     app[keys.HISTORY] = history if history is not None else MemoryHistory()
     app[keys.ACTIVITY] = activity if activity is not None else GroupActivity(app[keys.CLOCK].now_ms)
+    if broker is None:
+        registry = app[keys.TOPICS]
+        broker = Broker(registry if isinstance(registry, Topics) else Topics(auto_create=False), MemoryDataLog(),
+                        app[keys.CLOCK].now_ms, keep_bytes=True)  # fmt: skip
+    app[keys.BROKER] = broker
     if metrics is not None:
         app[keys.METRICS] = metrics
     if readiness is not None:

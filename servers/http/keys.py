@@ -8,6 +8,7 @@ from aiohttp import web
 
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
+from runtime.lag import LogView
 from runtime.metrics import Metrics
 
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
@@ -23,3 +24,4 @@ TOKEN = web.AppKey("token", str)  # "" = no token: mutating endpoints are open
 OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi")
 DEFERRED_TIMEOUT_S = web.AppKey("deferred_timeout_s", float)
 ACTIVITY = web.AppKey("activity", GroupActivity)
+BROKER = web.AppKey("broker", LogView)  # broker.partitions.Broker: log start/end, append times, ListOffsets

@@ -133,6 +133,51 @@ class GroupDetail(Out):
     generation_id: int
     leader: str | None
     members: list[MemberView]
+    lag: GroupLagView = Field(description="The lag of each partition the group committed or is assigned.")
+
+
+# ---------------------------------------------------------------------------------------------------------- lag
+
+
+class PartitionLagView(Out):
+    """One partition of a group (``runtime.lag``): every partition it committed or its members are assigned."""
+
+    topic: str
+    partition: int
+    committed_offset: int | None = Field(description="The group's committed offset; null when it has none.")
+    log_start_offset: int | None = Field(description="The log start offset; null for a partition that does not exist.")
+    log_end_offset: int | None = Field(description="The high watermark (what consumers can read up to).")
+    lag: int | None = Field(description="log_end_offset - committed_offset, never negative; null without a commit.")
+    lag_ms: int | None = Field(
+        description="Now minus the broker's append time of the first unconsumed message; 0 when caught up, null "
+        "without a commit."
+    )
+    member_id: str | None = Field(description="The member the partition is assigned to now; null when none.")
+    client_id: str | None
+    host: str | None
+
+
+class GroupLagView(Out):
+    group: str
+    now_ms: int = Field(description="The instant the lag in time is measured at (epoch ms).")
+    total_lag: int = Field(description="The sum of the partitions' lag in messages.")
+    max_lag_ms: int | None = Field(description="The largest lag in time of a partition; null when none has a commit.")
+    partitions: list[PartitionLagView]
+
+
+class GroupLagSummary(Out):
+    # Room for a Burrow-style "status" (OK/WARN/ERR...) that another part of the API evaluates.
+    group: str
+    state: GroupStateName | None = Field(description="null for offsets without a live group.")
+    total_lag: int
+    max_lag: int | None = Field(description="The largest lag in messages of a partition; null when none has one.")
+    max_lag_ms: int | None
+    partitions: int = Field(description="Partitions committed or assigned.")
+
+
+class LagList(Out):
+    now_ms: int
+    groups: list[GroupLagSummary]
 
 
 # ------------------------------------------------------------------------------------------------------ offsets
@@ -284,37 +329,41 @@ class _Reset(Body):
 
 
 class ResetToEarliest(_Reset):
-    """The log start offset: 0 here (no messages are stored)."""
+    """The partition's log start offset (Kafka's ListOffsets EARLIEST)."""
 
     strategy: Literal["to-earliest"]
 
 
 class ResetToLatest(_Reset):
-    """The log end offset: 0 here (no messages are stored)."""
+    """The partition's log end offset, the high watermark (Kafka's ListOffsets LATEST)."""
 
     strategy: Literal["to-latest"]
 
 
 class ResetToCurrent(_Reset):
-    """The committed offset (0 where there is none)."""
+    """The committed offset (the log end offset where there is none, as Kafka's tool does)."""
 
     strategy: Literal["to-current"]
 
 
 class ResetToOffset(_Reset):
+    """That offset, clamped into [log start, log end] as kafka-consumer-groups.sh does."""
+
     strategy: Literal["to-offset"]
     to_offset: Annotated[int, Field(ge=0, le=2**63 - 1), _INTEGER]
 
 
 class ResetShiftBy(_Reset):
-    """The committed offset plus ``shift_by`` (at least 0); partitions without a committed offset are refused."""
+    """The committed offset plus ``shift_by``, clamped into [log start, log end]; partitions without a committed
+    offset are refused."""
 
     strategy: Literal["shift-by"]
     shift_by: Annotated[int, Field(ge=-(2**62), le=2**62), _INTEGER]
 
 
 class ResetToDatetime(_Reset):
-    """The offsets the group had committed at that instant (0 where it had none)."""
+    """The first offset whose batch timestamp is at or after that instant (ListOffsets by timestamp); the log end
+    offset where every message is older."""
 
     strategy: Literal["to-datetime"]
     to_datetime: AwareDatetime = Field(description="ISO 8601 with a time zone, e.g. 2026-01-01T00:00:00Z")

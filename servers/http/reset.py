@@ -1,19 +1,20 @@
-"""Offsets reset planning: ``kafka-consumer-groups.sh --reset-offsets`` strategies, as a pure function.
+"""Offsets reset planning: ``kafka-consumer-groups.sh --reset-offsets`` strategies, as a pure function over the
+partitions' logs (``LogOffsets``: log start, log end = the high watermark, and the ListOffsets answer for a time).
 
-This service stores no messages, so its ListOffsets answers 0 for both the earliest and the latest offset of every
-partition: to-earliest and to-latest resolve to 0, and so does to-current for a partition with no committed offset
-(Kafka uses the log end there). to-offset is taken as given (Kafka clamps it into [log start, log end], which here
-would always give 0). to-datetime and by-duration cannot look up message timestamps either; they resolve to the
-offset the group had committed at that instant (from the commit log), or 0 where it had none - "put the group back
-where it was at that time". shift-by moves the committed offset and, like Kafka, refuses partitions with none
-(409: the request is well formed, the group's offsets do not allow it). from-file takes each partition's offset from
-the plan (``--from-file``, the CSV that ``--export`` writes); a partition named twice takes its last offset, as Kafka
-reads the file.
+As Kafka's tool does: to-earliest and to-latest are the log start and end offsets; to-current is the committed offset,
+or the log end where there is none; to-offset is clamped into [log start, log end]; shift-by moves the committed
+offset and clamps likewise, and refuses partitions with no committed offset (409: the request is well formed, the
+group's offsets do not allow it); to-datetime and by-duration take the first offset whose batch timestamp is at or
+after the instant (ListOffsets by timestamp, ``Broker.list_offset``: batch granularity), or the log end where every
+message is older. from-file takes each partition's offset from the plan (``--from-file``, the CSV that ``--export``
+writes) as it is; a partition named twice takes its last offset, as Kafka reads the file. A partition the broker does
+not have is refused (404) by every strategy that needs its log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from .models import (
     OffsetResetRequest,
@@ -28,11 +29,15 @@ from .models import (
     ResetToOffset,
 )
 
-EARLIEST = 0
-LATEST = 0  # no messages are stored: the log end is 0 too
 MAX_OFFSET = 2**63 - 1
 
 TopicPartition = tuple[str, int]
+
+
+class LogOffsets(NamedTuple):
+    start: int  # the log start offset
+    end: int  # the high watermark
+    by_time: int | None = None  # to-datetime/by-duration: ListOffsets' offset for the instant; None when not found
 
 
 class ResetError(Exception):
@@ -83,20 +88,27 @@ def plan_reset(
     req: OffsetResetRequest,
     partitions: list[TopicPartition],
     committed: Mapping[TopicPartition, int],
-    as_of: Mapping[TopicPartition, int] | None = None,
+    logs: Mapping[TopicPartition, LogOffsets],
 ) -> list[PartitionReset]:
-    """New offset of each partition. ``as_of`` is the committed offsets at the to-datetime/by-duration instant."""
+    """New offset of each partition (module docstring)."""
     out: list[PartitionReset] = []
     from_file = {(o.topic, o.partition): o.offset for o in req.offsets} if isinstance(req, ResetFromFile) else {}
     for tp in partitions:
         current = committed.get(tp)
+        if isinstance(req, ResetFromFile):
+            out.append(PartitionReset(topic=tp[0], partition=tp[1], current_offset=current, new_offset=from_file[tp]))
+            continue
+        if isinstance(req, ResetToCurrent) and current is not None:
+            out.append(PartitionReset(topic=tp[0], partition=tp[1], current_offset=current, new_offset=current))
+            continue
+        log = logs.get(tp)
+        if log is None:
+            raise ResetError(404, f"partition {tp[0]}-{tp[1]} does not exist: its log offsets are unknown")
         match req:
             case ResetToEarliest():
-                new = EARLIEST
-            case ResetToLatest():
-                new = LATEST
-            case ResetToCurrent():
-                new = current if current is not None else LATEST
+                new = log.start
+            case ResetToLatest() | ResetToCurrent():
+                new = log.end
             case ResetToOffset():
                 new = req.to_offset
             case ResetShiftBy():
@@ -106,12 +118,7 @@ def plan_reset(
                     )
                 new = current + req.shift_by
             case ResetToDatetime() | ResetByDuration():
-                new = (as_of or {}).get(tp, EARLIEST)
-            case ResetFromFile():
-                new = from_file[tp]
-        out.append(
-            PartitionReset(
-                topic=tp[0], partition=tp[1], current_offset=current, new_offset=min(max(new, EARLIEST), MAX_OFFSET)
-            )
-        )
+                new = log.by_time if log.by_time is not None else log.end
+        new = min(max(new, log.start), log.end)
+        out.append(PartitionReset(topic=tp[0], partition=tp[1], current_offset=current, new_offset=new))
     return out

@@ -23,6 +23,7 @@ from coordinator.group import ClassicGroup, GroupState, Member
 from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest, OffsetDeleteRequest
 from protocol.consumer_protocol import assignment_partitions, subscription_topics
 from protocol.errors import ErrorCode
+from runtime.lag import GroupLag, group_lag
 from runtime.metrics import CONTENT_TYPE_LATEST
 
 from . import audit, keys
@@ -46,17 +47,21 @@ from .models import (
     GroupEventSource,
     GroupEventView,
     GroupHealth,
+    GroupLagSummary,
+    GroupLagView,
     GroupList,
     GroupOffsets,
     GroupsQuery,
     GroupStateName,
     GroupSummary,
     Health,
+    LagList,
     MemberView,
     OffsetResetRequest,
     OffsetResetResult,
     OffsetsDelete,
     PartitionDeletion,
+    PartitionLagView,
     Readiness,
     RebalanceHistory,
     RemovedMember,
@@ -69,7 +74,7 @@ from .models import (
     TopicView,
 )
 from .openapi import Endpoint
-from .reset import ResetError, plan_reset, select_partitions
+from .reset import LogOffsets, ResetError, plan_reset, select_partitions
 
 log = logging.getLogger(__name__)
 
@@ -254,8 +259,57 @@ async def get_group(request: web.Request) -> web.Response:
             generation_id=group.generation_id,
             leader=group.leader_id,
             members=[member_view(group, m, now) for m in group.members.values()],
+            lag=lag_view(_lag(request, gid, group)),
         )
     )
+
+
+# ---------------------------------------------------------------------------------------------------------- lag
+
+
+def _lag(request: web.Request, gid: str, group: ClassicGroup | None) -> GroupLag:
+    core = request.app[keys.CORE]
+    return group_lag(
+        gid, core.offsets.committed(gid), group, request.app[keys.BROKER], request.app[keys.CLOCK].now_ms()
+    )
+
+
+def lag_view(lag: GroupLag) -> GroupLagView:
+    return GroupLagView(
+        group=lag.group_id,
+        now_ms=lag.now_ms,
+        total_lag=lag.total_lag,
+        max_lag_ms=lag.max_lag_ms,
+        partitions=[
+            PartitionLagView(
+                topic=p.topic, partition=p.partition, committed_offset=p.committed_offset,
+                log_start_offset=p.log_start_offset, log_end_offset=p.log_end_offset, lag=p.lag, lag_ms=p.lag_ms,
+                member_id=p.member_id, client_id=p.client_id, host=p.host,
+            )
+            for p in lag.partitions
+        ],
+    )  # fmt: skip
+
+
+async def get_group_lag(request: web.Request) -> web.Response:
+    gid, group = _group(request)
+    lag = _lag(request, gid, group)
+    if group is None and not lag.partitions:
+        raise json_error(404, f"unknown group {gid!r}")
+    return respond(lag_view(lag))
+
+
+async def list_lag(request: web.Request) -> web.Response:
+    """Every group's totals, computed now (one pass over the live groups and their committed partitions)."""
+    now = request.app[keys.CLOCK].now_ms()
+    out = []
+    for g in sorted(request.app[keys.CORE].groups.all_groups(), key=lambda g: g.group_id):
+        lag = _lag(request, g.group_id, g)
+        out.append(GroupLagSummary(
+            group=g.group_id, state=_state(g), total_lag=lag.total_lag, max_lag=lag.max_lag,
+            max_lag_ms=lag.max_lag_ms, partitions=len(lag.partitions),
+        ))  # fmt: skip
+    return respond(LagList(now_ms=now, groups=out))
 
 
 async def get_offsets(request: web.Request) -> web.Response:
@@ -474,14 +528,12 @@ async def reset_offsets(request: web.Request) -> web.Response:
     topics = {t.name: t.partitions for t in request.app[keys.TOPICS].all()}
     try:
         partitions = select_partitions(req, committed, topics)
-        as_of = None
-        if isinstance(req, ResetToDatetime | ResetByDuration):
-            if isinstance(req, ResetToDatetime):
-                at_ms = epoch_ms(req.to_datetime) or 0
-            else:
-                at_ms = request.app[keys.CLOCK].now_ms() - req.by_duration_ms
-            as_of = await read_history(request.app[keys.HISTORY].committed_as_of(gid, at_ms))
-        plan = plan_reset(req, partitions, committed, as_of)
+        at_ms = None
+        if isinstance(req, ResetToDatetime):
+            at_ms = epoch_ms(req.to_datetime) or 0
+        elif isinstance(req, ResetByDuration):
+            at_ms = request.app[keys.CLOCK].now_ms() - req.by_duration_ms
+        plan = plan_reset(req, partitions, committed, _log_offsets(request.app[keys.BROKER], partitions, at_ms))
     except ResetError as e:
         raise json_error(e.status, e.message) from None
     if req.execute and plan:
@@ -504,6 +556,24 @@ async def reset_offsets(request: web.Request) -> web.Response:
     return respond(
         OffsetResetResult(group_id=gid, strategy=ResetStrategy(req.strategy), dry_run=not req.execute, partitions=plan)
     )
+
+
+def _log_offsets(
+    broker: Any, partitions: list[tuple[str, int]], at_ms: int | None
+) -> dict[tuple[str, int], LogOffsets]:
+    """Each partition's log start and end (and, for to-datetime/by-duration, the ListOffsets answer for ``at_ms``);
+    partitions the broker does not have are left out."""
+    out: dict[tuple[str, int], LogOffsets] = {}
+    for topic, index in partitions:
+        p = broker.partition(topic, index)
+        if p is None:
+            continue
+        by_time = None
+        if at_ms is not None:
+            _error, offset, _ts = broker.list_offset(topic, index, max(at_ms, 0))
+            by_time = offset if offset >= 0 else None
+        out[(topic, index)] = LogOffsets(p.log_start, p.high_watermark, by_time)
+    return out
 
 
 async def delete_offsets(request: web.Request) -> web.Response:
@@ -628,13 +698,22 @@ ENDPOINTS: list[Endpoint] = [
              path_descriptions=GROUP),
     Endpoint("GET", "/v1/groups/{group}/offsets", get_offsets, "Committed offsets", "groups",
              {200: GroupOffsets, 404: ErrorBody}, path_descriptions=GROUP),
+    Endpoint("GET", "/v1/groups/{group}/lag", get_group_lag, "Consumer lag per partition", "groups",
+             {200: GroupLagView, 404: ErrorBody}, path_descriptions=GROUP,
+             description="Every partition the group committed or is assigned: committed offset, log start, log end "
+             "offset (the high watermark), lag in messages (null without a commit, as kafka-consumer-groups.sh "
+             "prints -), lag in time (now minus the broker append time of the first unconsumed message; 0 when "
+             "caught up) and the member that owns the partition now. Computed when asked."),
+    Endpoint("GET", "/v1/lag", list_lag, "Consumer lag of every group", "groups", {200: LagList},
+             description="Per group: total lag in messages, the largest lag in messages and in time, partitions."),
     Endpoint("POST", "/v1/groups/{group}/offsets/reset", reset_offsets, "Reset offsets (dry run by default)",
              "actions", {200: OffsetResetResult, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody},
              body=OFFSET_RESET_REQUEST, body_name="OffsetResetRequest", mutating=True, path_descriptions=GROUP,
-             description="The strategies of kafka-consumer-groups.sh --reset-offsets. This service stores no "
-             "messages, so to-earliest and to-latest resolve to 0; to-datetime/by-duration resolve to the offsets "
-             "the group had committed at that instant. Refused (409) unless the group is Empty. With execute=true "
-             "the new offsets are written as an admin OffsetCommit (generation -1)."),
+             description="The strategies of kafka-consumer-groups.sh --reset-offsets, on the partitions' logs: "
+             "to-earliest/to-latest are the log start/end offset, to-datetime/by-duration the first offset at or "
+             "after that time (ListOffsets by timestamp), to-offset and shift-by are clamped into [log start, log "
+             "end]. Refused (409) unless the group is Empty. With execute=true the new offsets are written as an "
+             "admin OffsetCommit (generation -1)."),
     Endpoint("DELETE", "/v1/groups/{group}/offsets", delete_offsets, "Delete committed offsets", "actions",
              {200: DeletedOffsets, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, body=OffsetsDelete,
              mutating=True, path_descriptions=GROUP,

@@ -4,7 +4,7 @@ records = RecordStream(record_log, metrics)               # runtime.record_strea
 history = StorageHistory(record_log.queries)              # or a MemoryHistory listening to ``records``
 operator = Operator(metrics, history)
 operator.watch(core)
-http_app = operator.http_app(core, clock=clock, topics=topics, readiness=probe, token=token)
+http_app = operator.http_app(core, clock=clock, topics=topics, readiness=probe, token=token, broker=broker)
 server = await start_http(http_app, "127.0.0.1:8080")     # after the state is loaded
 ...
 await server.stop()
@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from broker.partitions import Broker
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
 from runtime.metrics import Metrics
@@ -44,8 +45,9 @@ class Operator:
         topics: TopicRegistry,
         readiness: ReadinessProbe | None = None,
         token: str | None = None,
+        broker: Broker | None = None,
     ) -> web.Application:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
-            token=token, activity=self.activity,
+            token=token, activity=self.activity, broker=broker,
         )  # fmt: skip

@@ -230,7 +230,7 @@ def test_load_restores_topics_offsets_and_index() -> None:
     b = Broker(topics, log, lambda: 1)
     b.load(
         [TopicCreated("t", 3, (("message.timestamp.type", "LogAppendTime"),), 1)],
-        [PartitionSnapshot("t", 1, 0, 0, 8, [(0, 4, 50, 100), (5, 7, 60, 90)])],
+        [PartitionSnapshot("t", 1, 0, 0, 8, [(0, 4, 50, 100, 40), (5, 7, 60, 90, 55)])],
     )
     b.start()
     assert log.pending == []  # nothing to record again

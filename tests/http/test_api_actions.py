@@ -89,6 +89,8 @@ async def test_reset_is_a_dry_run_by_default(world: World, client: Client) -> No
 
 
 async def test_reset_execute_goes_through_the_core_as_an_admin_commit(world: World, client: Client) -> None:
+    for p in range(4):
+        world.produce("orders", p, 30)
     world.commit("g", {("orders", 0): 50})
     world.log.take()
     req = {"strategy": "to-offset", "to_offset": 17, "topics": [{"topic": "orders"}], "execute": True}
@@ -105,38 +107,46 @@ async def test_reset_execute_goes_through_the_core_as_an_admin_commit(world: Wor
     assert log["total"] == 5 and all(c["admin"] for c in log["commits"])
 
 
-async def test_reset_strategies(world: World, client: Client) -> None:
+async def test_reset_strategies_use_the_partitions_logs(world: World, client: Client) -> None:
+    """As kafka-consumer-groups.sh: the log start and end, ListOffsets by timestamp, clamping into the log."""
+    t0 = world.clock.now_ms()
+    assert world.produce("orders", 0, 40, timestamp_ms=t0) == 0  # offsets 0-39, timestamp t0
+    assert world.produce("payments", 1, 5, timestamp_ms=t0) == 0  # offsets 0-4
+    assert world.produce("payments", 0, 2, timestamp_ms=t0) == 0  # offsets 0-1
     world.commit("g", {("orders", 0): 10, ("payments", 1): 3})
-    t_first = world.clock.now_ms()
     world.advance(60_000)
+    assert world.produce("orders", 0, 60, timestamp_ms=t0 + 60_000) == 40  # offsets 40-99, timestamp t0 + 60 s
     world.commit("g", {("orders", 0): 90})
-    world.advance(20_000)
+    world.advance(20_000)  # now: t0 + 80 s
 
     async def plan(**req: Any) -> dict[tuple[str, int], int]:
         body = await call(client, "POST", "/v1/groups/g/offsets/reset", 200, req)
         return {(p["topic"], p["partition"]): p["new_offset"] for p in body["partitions"]}
 
-    assert await plan(strategy="to-latest", topics="all") == {("orders", 0): 0, ("payments", 1): 0}
+    assert await plan(strategy="to-earliest", topics="all") == {("orders", 0): 0, ("payments", 1): 0}
+    assert await plan(strategy="to-latest", topics="all") == {("orders", 0): 100, ("payments", 1): 5}
     assert await plan(strategy="to-current", topics=[{"topic": "payments"}]) == {
-        ("payments", 0): 0, ("payments", 1): 3
+        ("payments", 0): 2, ("payments", 1): 3  # no commit: the log end, as Kafka's tool
     }  # fmt: skip
+    assert await plan(strategy="to-offset", to_offset=1000, topics="all") == {("orders", 0): 100, ("payments", 1): 5}
     assert await plan(strategy="shift-by", shift_by=-5, topics="all") == {("orders", 0): 85, ("payments", 1): 0}
     assert await plan(strategy="shift-by", shift_by=7, topics=[{"topic": "orders", "partitions": [0]}]) == {
         ("orders", 0): 97
     }
-    at = "2026-01-01T00:00:30Z"  # between the two commits
-    assert t_first < START_MS + 30_000 < world.clock.now_ms()
+    assert await plan(strategy="shift-by", shift_by=50, topics="all") == {("orders", 0): 100, ("payments", 1): 5}
+    at = "2026-01-01T00:00:30Z"  # between the two batches of orders-0; after the only one of payments-1
+    assert t0 == START_MS
     assert await plan(strategy="to-datetime", to_datetime=at, topics="all") == {
-        ("orders", 0): 10, ("payments", 1): 3
+        ("orders", 0): 40, ("payments", 1): 5  # the first batch at or after the time; none: the log end
     }  # fmt: skip
     assert await plan(strategy="to-datetime", to_datetime="2025-12-31T00:00:00+00:00", topics="all") == {
         ("orders", 0): 0, ("payments", 1): 0
     }  # fmt: skip
     assert await plan(strategy="by-duration", by_duration_ms=10_000, topics="all") == {
-        ("orders", 0): 90, ("payments", 1): 3
+        ("orders", 0): 100, ("payments", 1): 5
     }  # fmt: skip
     assert await plan(strategy="by-duration", by_duration_ms=45_000, topics="all") == {
-        ("orders", 0): 10, ("payments", 1): 3
+        ("orders", 0): 40, ("payments", 1): 5
     }  # fmt: skip
 
 
@@ -173,6 +183,12 @@ async def test_reset_errors(world: World, client: Client) -> None:
     )
     assert "4 partitions" in body["error"]
     assert committed(world, "g") == {("orders", 0): 10}
+    # a committed partition the broker has no log for: refused where the log is needed, kept by to-current
+    world.commit("gone", {("retired", 0): 4})
+    body = await call(client, "POST", "/v1/groups/gone/offsets/reset", 404, {"strategy": "to-latest", "topics": "all"})
+    assert "retired-0 does not exist" in body["error"]
+    body = await call(client, "POST", "/v1/groups/gone/offsets/reset", 200, {"strategy": "to-current", "topics": "all"})
+    assert body["partitions"][0]["new_offset"] == 4
 
 
 async def test_reset_refused_unless_empty(world: World, client: Client) -> None:
@@ -190,6 +206,7 @@ async def test_reset_refused_unless_empty(world: World, client: Client) -> None:
 
 
 async def test_reset_of_a_new_group_creates_its_offsets(world: World, client: Client) -> None:
+    world.produce("payments", 1, 8)
     await call(client, "POST", "/v1/groups/fresh/offsets/reset", 200,
                {"strategy": "to-offset", "to_offset": 5, "topics": [{"topic": "payments", "partitions": [1]}],
                 "execute": True})  # fmt: skip

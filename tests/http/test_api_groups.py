@@ -300,6 +300,8 @@ async def test_openapi_document_lists_every_route(client: Client) -> None:
         ("/v1/groups/{group}/offsets/reset", "post"),
         ("/v1/groups/{group}/events", "get"),
         ("/v1/attention", "get"),
+        ("/v1/groups/{group}/lag", "get"),
+        ("/v1/lag", "get"),
         ("/v1/groups/{group}/commits", "get"),
         ("/v1/groups/{group}/rebalances", "get"),
         ("/v1/groups/{group}/members/{instance}", "delete"),

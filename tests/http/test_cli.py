@@ -69,6 +69,7 @@ async def test_list_describe_and_json(served: tuple[World, HttpServer]) -> None:
 
 async def test_actions_and_errors(served: tuple[World, HttpServer]) -> None:
     world, server = served
+    world.produce("orders", 1, 20)
     world.commit("g", {("orders", 0): 40, ("orders", 1): 50})
 
     code, out, _ = await kgc(server, "groups", "reset-offsets", "g", "--all-topics", "--shift-by", "-10")

@@ -71,25 +71,34 @@ def committed(world: World, group: str) -> dict[tuple[str, int], int]:
 async def test_describe_all_groups_offsets_members_state(served: tuple[World, HttpServer]) -> None:
     world, server = served
     a, b = Consumer("alpha", "inst-a"), Consumer("beta")
+    appended = world.clock.now_ms()
+    world.produce("orders", 0, 15)  # offsets 0-14, appended now
+    world.produce("orders", 1, 11)
+    world.produce("orders", 2, 5)
     generation = world.form_group("orders-app", [a, b])
     world.commit("orders-app", {("orders", 0): 10, ("orders", 1): 11}, consumer=a, generation=generation)
     world.commit("simple", {("payments", 1): 9})
+    world.advance(1_234)
+    behind = f"{(world.clock.now_ms() - appended) / 1000:.3f}s"
     members = {a.member_id: a, b.member_id: b}
 
     code, out, err = await kgc(server, "groups", "describe", "--all-groups", "--offsets")
     assert code == 0, err
     assert out.splitlines()[0].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                                           "CONSUMER-ID", "HOST", "CLIENT-ID"]  # fmt: skip
+                                           "CONSUMER-ID", "HOST", "CLIENT-ID", "TIME-LAG"]  # fmt: skip
     table = rows(out)
-    assert {(r[0], r[1], r[2], r[3]) for r in table} == {
-        ("orders-app", "orders", "0", "10"), ("orders-app", "orders", "1", "11"),
-        ("orders-app", "orders", "2", "-"), ("orders-app", "orders", "3", "-"), ("simple", "payments", "1", "9"),
+    # Kafka's columns with real log ends and lags; "-" without a commit; TIME-LAG last (0 when caught up)
+    assert {(r[0], r[1], r[2], r[3], r[4], r[5], r[9]) for r in table} == {
+        ("orders-app", "orders", "0", "10", "15", "5", behind),
+        ("orders-app", "orders", "1", "11", "11", "0", "0.000s"),
+        ("orders-app", "orders", "2", "-", "5", "-", "-"), ("orders-app", "orders", "3", "-", "0", "-", "-"),
+        ("simple", "payments", "1", "9", "0", "0", "0.000s"),
     }  # fmt: skip
     for r in table:
         if r[0] == "orders-app":  # every partition of the group's assignment, with the member that has it
             assert r[6] in members and r[8] == members[r[6]].client_id
         else:
-            assert r[6:] == ["-", "-", "-"]
+            assert r[6:9] == ["-", "-", "-"]
     assert "Consumer group 'simple' has no active members." in err
 
     code, out, _ = await kgc(server, "groups", "describe", "--all-groups", "--members")
@@ -194,6 +203,8 @@ async def test_delete_offsets_needs_the_token(served: tuple[World, HttpServer]) 
 
 async def test_reset_export_and_from_file_round_trip(served: tuple[World, HttpServer], tmp_path: Path) -> None:
     world, server = served
+    for topic, partition in (("orders", 0), ("orders", 1), ("payments", 0)):
+        world.produce(topic, partition, 100)
     world.commit("g", {("orders", 0): 40, ("orders", 1): 50, ("payments", 0): 7})
     before = committed(world, "g")
 
@@ -216,6 +227,8 @@ async def test_reset_export_and_from_file_round_trip(served: tuple[World, HttpSe
 
 async def test_reset_several_groups_exports_the_group_column(served: tuple[World, HttpServer], tmp_path: Path) -> None:
     world, server = served
+    for p in range(4):
+        world.produce("orders", p, 10)
     world.commit("g", {("orders", 0): 1})
     world.commit("h", {("payments", 1): 2})
 
@@ -316,6 +329,8 @@ def test_groups_list_imports_only_what_it_needs() -> None:
 
 async def test_csv_round_trip_through_the_shell(served: tuple[World, HttpServer], tmp_path: Path) -> None:
     world, server = served
+    world.produce("orders", 2, 30)
+    world.produce("payments", 1, 30)
     world.commit("g", {("orders", 2): 20, ("payments", 1): 11})
     base = f"{sys.executable} -m daemon groups reset-offsets g --url {server.url} --token {TOKEN}"
     plan = tmp_path / "plan.csv"

@@ -135,8 +135,9 @@ async def test_unreachable_store_is_a_503(tmp_path: Path) -> None:
                 r = await client.get(path)
                 body = await r.json()
                 assert r.status == 503 and "history unavailable" in body["error"], body
+            # a reset by time reads the partitions' logs (ListOffsets), not the stored history: it still answers
             reset = {"strategy": "by-duration", "by_duration_ms": 1000, "topics": "all"}
             r = await client.post("/v1/groups/g/offsets/reset", json=reset)
-            assert r.status == 503
+            assert r.status == 200, await r.json()
     finally:
         await engine.dispose()

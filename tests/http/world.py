@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from aiohttp import web
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from broker.partitions import Appended, Broker, MemoryDataLog
 from broker.topics import TopicRegistry
 from coordinator.clock import ManualClock, ManualTimer
 from coordinator.config import GroupConfig
@@ -31,6 +33,7 @@ from coordinator.messages import (
 from coordinator.record_log import MemoryLog
 from protocol.errors import ErrorCode
 from runtime.activity import GroupActivity
+from runtime.lag import group_lags
 from runtime.metrics import Metrics
 from runtime.record_stream import RecordStream
 from servers.http import MemoryHistory, ReadyState, create_http_app
@@ -91,11 +94,15 @@ class World:
     activity: GroupActivity
     ready: ReadyState = field(default_factory=lambda: ReadyState(True, "loaded"))
     app: web.Application = field(init=False)
+    broker: Broker = field(init=False)
 
     def __post_init__(self) -> None:
         async def probe() -> ReadyState:
             return self.ready
 
+        # The partitions' logs (lag, offset resets): durable at once, appended with the manual clock's time.
+        self.broker = Broker(self.topics, MemoryDataLog(), self.clock.now_ms, keep_bytes=True)
+        self.broker.start()
         self.app = create_http_app(
             self.core,
             clock=self.clock,
@@ -106,8 +113,26 @@ class World:
             token=self.token,
             deferred_timeout_s=0.5,
             activity=self.activity,
+            broker=self.broker,
         )
         self.metrics.watch_groups(self.core.groups.all_groups)
+        self.metrics.watch_lag(
+            lambda: group_lags(self.core.groups.all_groups(), self.core.offsets.committed, self.broker,
+                               self.clock.now_ms()),
+            cluster_name="test-cluster",
+        )  # fmt: skip
+
+    def produce(self, topic: str, partition: int, count: int, timestamp_ms: int | None = None) -> int:
+        """Append one batch of ``count`` records (CreateTime ``timestamp_ms``, default now) to the partition's log at
+        the clock's current time; returns its base offset."""
+        ts = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
+        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+        for i in range(count):
+            builder.append(i, timestamp=ts, key=None, value=b"v", headers=[])
+        got: list[list[Appended]] = []
+        self.broker.produce([(topic, partition, bytes(builder.build()))], got.append)
+        assert got and got[0][0].error is ErrorCode.none, got
+        return got[0][0].base_offset
 
     # ------------------------------------------------------------------------------------------------ driving
     def advance(self, ms: int) -> None:

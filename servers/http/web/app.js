@@ -1,6 +1,7 @@
 // The operator dashboard: plain JavaScript on the daemon's own HTTP API (no build step, no CDN).
 //
-// Routes: #/ (what needs attention, then every group) and #/group/<id> (members, timeline, offsets, actions).
+// Routes: #/ (what needs attention, then every group with its lag) and #/group/<id> (members, timeline, lag and
+// offsets per partition, actions).
 // Data refreshes every 5 s (``?refresh=<ms>`` in the page URL changes that) WITHOUT rebuilding the page: a route
 // builds its skeleton once; a refresh only replaces the content of the regions whose HTML changed, and never
 // touches the controls (filters, action forms, a plan being confirmed) or a region holding the focused element.
@@ -186,7 +187,10 @@ function groupsSkeleton() {
     <table id="groups">
       <thead><tr><th>Group</th><th>State</th><th>Type</th><th>Protocol</th>
         <th class="num">Generation</th><th class="num">Members</th><th class="num" title="rebalances started in the
-        last hour (since the daemon started)">Rebalances/h</th><th>Last commit</th><th class="num">Issues</th></tr></thead>
+        last hour (since the daemon started)">Rebalances/h</th><th>Last commit</th><th class="num" title="messages
+        behind the log end, summed over the group's partitions">Lag</th><th class="num" title="the largest time lag
+        of a partition: now minus the append time of its first unconsumed message">Time lag</th><th
+        class="num">Issues</th></tr></thead>
       <tbody id="groups-body"></tbody>
     </table>`;
   region("state").addEventListener("change", (e) => {
@@ -198,7 +202,10 @@ function groupsSkeleton() {
 
 async function refreshGroups() {
   const state = hashParams().get("state") || "";
-  const [list, attention] = await Promise.all([api("/v1/groups?limit=1000"), api(attentionQuery())]);
+  const [list, attention, lag] = await Promise.all([
+    api("/v1/groups?limit=1000"), api(attentionQuery()), api("/v1/lag").catch(() => ({ groups: [] })),
+  ]);
+  const lags = Object.fromEntries(lag.groups.map((l) => [l.group, l]));
   const all = list.groups;
   const counts = {};
   let members = 0;
@@ -221,6 +228,7 @@ async function refreshGroups() {
   const shown = state ? all.filter((g) => g.state === state) : all;
   const rows = shown.map((g) => {
     const h = health[g.group_id] || {};
+    const l = lags[g.group_id] || {};
     const flap = h.flapping ? ' <span class="badge kind flapping">flapping</span>' : "";
     return `
     <tr data-group="${esc(g.group_id)}">
@@ -232,10 +240,12 @@ async function refreshGroups() {
       <td class="num">${g.members}</td>
       <td class="num rph">${h.rebalances_last_hour ?? "–"}${flap}</td>
       <td class="age">${fmtAge(h.last_commit_age_ms, h.last_commit_ms)}</td>
+      <td class="num lag" data-lag="${l.total_lag ?? ""}">${l.partitions ? l.total_lag : "–"}</td>
+      <td class="num time-lag" data-ms="${l.max_lag_ms ?? ""}">${fmtDuration(l.max_lag_ms)}</td>
       <td class="num issues${issues[g.group_id] ? " warn" : ""}">${issues[g.group_id] || ""}</td>
     </tr>`;
   }).join("");
-  patch(region("groups-body"), rows || '<tr><td colspan="9" class="muted">No groups.</td></tr>');
+  patch(region("groups-body"), rows || '<tr><td colspan="11" class="muted">No groups.</td></tr>');
 }
 
 // ------------------------------------------------------------------------------------------------ group page
@@ -312,10 +322,13 @@ function groupSkeleton(groupId) {
     </table>
     <h2>Rebalance timeline <span class="muted" id="tl-count"></span></h2>
     <div class="panel" id="g-timeline"></div>
-    <h2>Committed offsets</h2>
+    <h2>Lag and committed offsets <span class="muted" id="lag-total"></span></h2>
     <table id="offsets">
-      <thead><tr><th>Topic</th><th class="num">Partition</th><th class="num">Offset</th><th>Owner</th>
-        <th>Committed</th></tr></thead>
+      <thead><tr><th>Topic</th><th class="num">Partition</th><th class="num">Offset</th>
+        <th class="num" title="the high watermark: what consumers can read up to">Log end</th>
+        <th class="num" title="log end minus the committed offset">Lag</th>
+        <th class="num" title="now minus the append time of the first unconsumed message">Time lag</th>
+        <th>Owner</th><th>Committed</th></tr></thead>
       <tbody id="offsets-body"></tbody>
     </table>
     <h2>Actions</h2>
@@ -365,23 +378,29 @@ async function refreshGroup(groupId) {
   const refusals = events.events.filter((e) => e.source === "memory").length;
   patch(region("tl-count"), `(${history.total} rebalances recorded, newest first; ${events.events.length - refusals} stored events; ${refusals} refused joins since the daemon started)`);
   patch(region("g-timeline"), timeline(history.rebalances, events.events));
-  const owners = {};
-  for (const m of group.members) {
-    for (const [t, parts] of Object.entries(m.assignment || {})) {
-      for (const p of parts) owners[`${t}/${p}`] = m;
-    }
-  }
-  const offsetRows = offsets.offsets.map((o) => {
-    const owner = owners[`${o.topic}/${o.partition}`];
-    const ownerCell = owner
-      ? `<span title="${esc(owner.member_id)}">${esc(owner.client_id)} <span class="mono muted">${esc(owner.group_instance_id || shortId(owner.member_id))}</span></span>`
+  // One row per partition the group committed or is assigned (the API's lag view: the same numbers as the CLI and
+  // /metrics), with the member that owns it now; the commit time comes from the offsets.
+  const byTp = Object.fromEntries(offsets.offsets.map((o) => [`${o.topic}/${o.partition}`, o]));
+  const members = Object.fromEntries(group.members.map((m) => [m.member_id, m]));
+  const lagRows = group.lag.partitions.map((p) => {
+    const tp = `${p.topic}/${p.partition}`;
+    const owner = p.member_id ? members[p.member_id] : null;
+    const ownerCell = p.member_id
+      ? `<span title="${esc(p.member_id)}">${esc(p.client_id)} <span class="mono muted">${esc((owner && owner.group_instance_id) || shortId(p.member_id))}</span></span>`
       : '<span class="muted">unowned</span>';
+    const o = byTp[tp];
+    const dash = '<span class="muted">–</span>';
     return `
-    <tr data-tp="${esc(o.topic)}/${o.partition}"><td><code>${esc(o.topic)}</code></td><td class="num">${o.partition}</td>
-      <td class="num">${o.offset}</td><td class="owner" data-owner="${esc(owner ? owner.member_id : "")}">${ownerCell}</td>
-      <td>${fmtTime(o.commit_timestamp_ms)}</td></tr>`;
+    <tr data-tp="${esc(tp)}"><td><code>${esc(p.topic)}</code></td><td class="num">${p.partition}</td>
+      <td class="num">${p.committed_offset ?? dash}</td><td class="num">${p.log_end_offset ?? dash}</td>
+      <td class="num lag${p.lag ? " warn" : ""}" data-lag="${p.lag ?? ""}">${p.lag ?? dash}</td>
+      <td class="num time-lag" data-ms="${p.lag_ms ?? ""}">${p.lag_ms === null ? dash : fmtDuration(p.lag_ms)}</td>
+      <td class="owner" data-owner="${esc(p.member_id || "")}">${ownerCell}</td>
+      <td>${o ? fmtTime(o.commit_timestamp_ms) : dash}</td></tr>`;
   }).join("");
-  patch(region("offsets-body"), offsetRows || '<tr><td colspan="5" class="muted">No committed offsets.</td></tr>');
+  patch(region("lag-total"), group.lag.partitions.length
+    ? `(${group.lag.total_lag} messages behind in total, at most ${fmtDuration(group.lag.max_lag_ms)})` : "");
+  patch(region("offsets-body"), lagRows || '<tr><td colspan="8" class="muted">No committed offsets and no assigned partitions.</td></tr>');
   refreshActionChoices(group);
 }
 

@@ -244,3 +244,6 @@ def test_load_restores_topics_offsets_and_index() -> None:
     b.produce([("t", 1, batch(1))], got.append)
     log.commit()
     assert got == [[Appended(ErrorCode.none, 8, 1, 0)]]
+    p = b.partition("t", 1)
+    assert p is not None  # the batch append times: loaded, then the new batch's (the broker's clock: 1)
+    assert [p.append_time_at(o) for o in (0, 4, 5, 7, 8, 9)] == [40, 40, 55, 55, 1, None]

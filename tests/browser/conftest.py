@@ -47,6 +47,8 @@ def run_chromium(binary: str, profile: Path, *args: str, timeout: float = 90) ->
 
 def populated_world(token: str | None = None) -> World:
     world = make_world(token=token)
+    world.produce("orders", 0, 150)  # the logs the lag is measured against: orders-0 ends at 150, orders-1 at 100
+    world.produce("orders", 1, 100)
     a, b, c = Consumer("checkout-1", "checkout-a"), Consumer("checkout-2"), Consumer("checkout-3")
     world.form_group("checkout", [a, b])
     world.advance(4_000)

@@ -16,7 +16,7 @@ import pytest
 from coordinator.messages import JoinGroupRequest
 from servers.http import HttpServer, ReadyState
 from tests.cdp import Browser
-from tests.http.world import SESSION_MS, Consumer, World, encode_subscription
+from tests.http.world import SESSION_MS, START_MS, Consumer, World, encode_subscription
 
 from .conftest import on_loop, populated_world, serve
 
@@ -111,7 +111,7 @@ def test_times_are_local_with_their_offset_and_utc_on_hover(page: Browser, serve
     group = api(server, "/v1/groups/checkout")
     assert isinstance(group, dict)
     expected_owners = {f"orders/{p}": m["member_id"] for m in group["members"] for p in m["assignment"]["orders"]}
-    assert owners == {tp: expected_owners[tp] for tp in ("orders/0", "orders/1")}
+    assert owners == expected_owners  # every assigned partition has its row, committed or not
 
 
 def test_health_banner_follows_readyz(page: Browser, served: tuple[World, HttpServer]) -> None:
@@ -255,3 +255,39 @@ def test_delete_offsets_remove_member_and_delete_group_through_the_page(
         page.click("#delete-group-plan .confirm")
         page.wait_for("document.querySelector('#delete-group-plan [data-done]')")
         assert on_loop(world, lambda: world.core.groups.group("reports")) is None
+
+
+def test_lag_per_partition_with_its_owner_and_each_groups_total(
+    page: Browser, served: tuple[World, HttpServer]
+) -> None:
+    """populated_world: orders-0 ends at 150, orders-1 at 100, both appended at START_MS; checkout committed 120 and
+    98, reports 5 on orders-0; billing committed nothing."""
+    world, server = served
+    behind_ms = on_loop(world, world.clock.now_ms) - START_MS
+    assert behind_ms == 15_000  # populated_world's manual clock; the page shows "15.0 s"
+    dash = "\N{EN DASH}"  # the page's "none"
+    open_group(page, server, "checkout")
+    page.wait_for("document.querySelectorAll('#offsets-body tr[data-tp]').length === 4", what="the lag rows")
+    rows = page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#offsets-body tr[data-tp]')].map(r => [r.dataset.tp,"
+        " [...[...r.children].slice(2, 6).map(td => td.innerText.trim()), r.querySelector('.time-lag').dataset.ms,"
+        " r.querySelector('.owner').dataset.owner]]))"
+    )
+    group = api(server, "/v1/groups/checkout")
+    assert isinstance(group, dict)
+    owner = {f"orders/{p}": m["member_id"] for m in group["members"] for p in m["assignment"]["orders"]}
+    assert rows == {  # offset, log end, lag, time lag as shown, time lag in ms, owner
+        "orders/0": ["120", "150", "30", "15.0 s", str(behind_ms), owner["orders/0"]],
+        "orders/1": ["98", "100", "2", "15.0 s", str(behind_ms), owner["orders/1"]],
+        "orders/2": [dash, "0", dash, dash, "", owner["orders/2"]],  # assigned, never committed: Kafka's "-"
+        "orders/3": [dash, "0", dash, dash, "", owner["orders/3"]],
+    }
+    assert page.text("#lag-total") == "(32 messages behind in total, at most 15.0 s)"
+    # the groups list: each group's total lag and its largest time lag
+    page.navigate(f"{server.url}/?refresh=300#/")
+    page.wait_for(f"{READY} && document.querySelector('tr[data-group=\"reports\"] td.lag')", what="the groups list")
+    totals = page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('#groups-body tr[data-group]')].map(r => [r.dataset.group,"
+        " [r.querySelector('td.lag').innerText, r.querySelector('td.time-lag').dataset.ms]]))"
+    )
+    assert totals == {"checkout": ["32", str(behind_ms)], "reports": ["145", str(behind_ms)], "billing": [dash, ""]}

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tests.cdp import Browser
 from tests.e2e.daemon import Daemon
@@ -235,6 +235,13 @@ def story(daemon: Daemon, chromium: str, tmp_path_factory: pytest.TempPathFactor
             page.click("#remove-member-plan .confirm")
             page.wait_for("document.querySelector('#remove-member-plan [data-done]')", what="S2 removed")
             wait_for(lambda: settled(base, GROUP, 1) and a.assignment == ALL, 30, "A alone after the removal")
+            # a log to commit into: a reset is clamped into [log start, log end], as kafka-consumer-groups does
+            producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=False, acks="all")
+            for p in sorted(ALL):
+                for i in range(200):
+                    producer.send(TOPIC, value=b"%d" % i, partition=p)
+            producer.flush()
+            producer.close()
             s.committed = {p: 100 + 10 * p for p in sorted(ALL)}
             a.commit(s.committed)
             a.close()
@@ -311,8 +318,10 @@ def iso_of(ms: int) -> str:
 def test_delete_and_recreate_agree_across_api_cli_metrics_and_dashboard(story: Story) -> None:
     events = story.api[f"events {RECREATED}"]["events"]
     assert story.cli[f"events {RECREATED}"] == story.api[f"events {RECREATED}"]
-    assert [(e["kind"], e["source"], e["cause"]) for e in events] == [("group_recreated", "history", None),
-                                                                      ("group_deleted", "history", "deleted")]
+    assert [(e["kind"], e["source"], e["cause"]) for e in events] == [
+        ("group_recreated", "history", None),
+        ("group_deleted", "history", "deleted"),
+    ]
     moved = metric(story.metrics, "kgc_groups_removed_total", cause="deleted") - metric(
         story.before, "kgc_groups_removed_total", cause="deleted"
     )

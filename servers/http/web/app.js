@@ -240,7 +240,7 @@ async function refreshGroups() {
       <td class="num">${g.members}</td>
       <td class="num rph">${h.rebalances_last_hour ?? "–"}${flap}</td>
       <td class="age">${fmtAge(h.last_commit_age_ms, h.last_commit_ms)}</td>
-      <td class="num lag" data-lag="${l.total_lag ?? ""}">${l.partitions ? l.total_lag : "–"}</td>
+      <td class="num lag" data-lag="${l.total_lag ?? ""}">${l.max_lag !== null && l.max_lag !== undefined ? l.total_lag : "–"}</td>
       <td class="num time-lag" data-ms="${l.max_lag_ms ?? ""}">${fmtDuration(l.max_lag_ms)}</td>
       <td class="num issues${issues[g.group_id] ? " warn" : ""}">${issues[g.group_id] || ""}</td>
     </tr>`;
@@ -381,10 +381,10 @@ async function refreshGroup(groupId) {
   // One row per partition the group committed or is assigned (the API's lag view: the same numbers as the CLI and
   // /metrics), with the member that owns it now; the commit time comes from the offsets.
   const byTp = Object.fromEntries(offsets.offsets.map((o) => [`${o.topic}/${o.partition}`, o]));
-  const members = Object.fromEntries(group.members.map((m) => [m.member_id, m]));
+  const memberById = Object.fromEntries(group.members.map((m) => [m.member_id, m]));
   const lagRows = group.lag.partitions.map((p) => {
     const tp = `${p.topic}/${p.partition}`;
-    const owner = p.member_id ? members[p.member_id] : null;
+    const owner = p.member_id ? memberById[p.member_id] : null;
     const ownerCell = p.member_id
       ? `<span title="${esc(p.member_id)}">${esc(p.client_id)} <span class="mono muted">${esc((owner && owner.group_instance_id) || shortId(p.member_id))}</span></span>`
       : '<span class="muted">unowned</span>';

@@ -52,6 +52,10 @@ async def test_batches_survive_a_restart_and_read_back_byte_for_byte(database: D
     first = broker.read("t", 1, 4, 1 << 20, min_one=True)
     assert first.bases == [3, 5]
     stored = await log.read_batches("t", 1, first.bases[0], first.bases[-1])
+    p1 = broker.partition("t", 1)
+    assert p1 is not None
+    appended = [p1.append_time_at(o) for o in range(6)]  # the broker's append time of each offset's batch
+    assert all(t is not None and t > 0 for t in appended)
     await log.close()
 
     log = await database.open_log()
@@ -68,6 +72,8 @@ async def test_batches_survive_a_restart_and_read_back_byte_for_byte(database: D
         assert broker2.config("t").max_message_bytes == 5000
         again = broker2.read("t", 1, 4, 1 << 20, min_one=True)
         assert (again.high_watermark, again.bases, again.size) == (6, [3, 5], first.size)
+        loaded = broker2.partition("t", 1)
+        assert loaded is not None and [loaded.append_time_at(o) for o in range(6)] == appended  # lag in time too
         assert await log.read_batches("t", 1, 3, 5) == stored
         everything = await log.read_batches("t", 1, 0, 5)
         assert [r.offset for data in everything for r in DefaultRecordBatch(data)] == [0, 1, 2, 3, 4, 5]

@@ -124,6 +124,18 @@ async def test_describe_all_groups_offsets_members_state(served: tuple[World, Ht
     code, out, err = await kgc(server, "groups", "describe", "orders-app", "nope", "simple")
     assert code == 1 and "Group:      orders-app" in out and "Group:      simple" in out
     assert "group 'nope': unknown group 'nope' (HTTP 404)" in err
+    # ... each with its lag table under the members
+    assert f"Lag:        5 messages, at most {behind} behind" in out and "Lag:        0 messages" in out
+    lines = out.split("Group:      simple")[0].splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("TOPIC"))
+    assert lines[at].split() == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "TIME-LAG",
+                                 "CONSUMER-ID", "HOST", "CLIENT-ID"]  # fmt: skip
+    assert lines[at + 1].split()[:6] == ["orders", "0", "10", "15", "5", behind]
+
+    code, out, _ = await kgc(server, "groups", "lag")
+    assert code == 0
+    assert out.splitlines()[0].split() == ["GROUP", "STATE", "PARTITIONS", "TOTAL-LAG", "MAX-LAG", "MAX-TIME-LAG"]
+    assert rows(out) == [["orders-app", "Stable", "4", "5", "5", behind], ["simple", "Empty", "1", "0", "0", "0.000s"]]
 
     for bad in (["--all-groups", "simple"], [], ["simple", "--state", "--verbose"]):
         code, _, err = await kgc(server, "groups", "describe", *bad)

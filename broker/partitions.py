@@ -35,10 +35,12 @@ from typing import Any, Protocol
 from protocol.errors import ErrorCode
 from protocol.record_batch import BatchError, BatchHeader, Compression, read_produced_batch, stamp
 
-from .records import BatchAppended, DataRecord, TopicCreated
+from .configs import CONFIG_NAMES, DEFAULT_MAX_MESSAGE_BYTES, TopicConfig
+from .records import BatchAppended, DataRecord, LogStartAdvanced, TopicCreated, TopicDeleted
 from .topics import Topic, TopicRegistry
 
 __all__ = [
+    "CONFIG_NAMES",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "Appended",
     "Broker",
@@ -48,9 +50,7 @@ __all__ = [
     "TopicConfig",
 ]
 
-DEFAULT_MAX_MESSAGE_BYTES = 1_048_588  # Kafka's max.message.bytes default (LogConfig)
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
-CONFIG_NAMES = ("max.message.bytes", "message.timestamp.type")
 
 
 class DataLog(Protocol):
@@ -72,30 +72,6 @@ class MemoryDataLog:
             self.records.extend(records)
         if on_done is not None:
             on_done(None)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    log_append_time: bool = False
-
-    @classmethod
-    def of(cls, configs: Mapping[str, str]) -> TopicConfig:
-        """From Kafka's names; raises ValueError for an unknown name or a bad value."""
-        out = cls()
-        for name, value in configs.items():
-            if name == "max.message.bytes":
-                size = int(value)
-                if size < 0:
-                    raise ValueError(f"max.message.bytes must be >= 0, not {value!r}")
-                out = TopicConfig(size, out.log_append_time)
-            elif name == "message.timestamp.type":
-                if value not in ("CreateTime", "LogAppendTime"):
-                    raise ValueError(f"message.timestamp.type must be CreateTime or LogAppendTime, not {value!r}")
-                out = TopicConfig(out.max_message_bytes, value == "LogAppendTime")
-            else:
-                raise ValueError(f"unsupported topic config {name!r} (supported: {', '.join(CONFIG_NAMES)})")
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +124,8 @@ class Partition:
         "log_start",
         "max_timestamps",
         "next_offset",
+        "pending_start",
+        "size_bytes",
         "sizes",
         "topic",
         "watchers",
@@ -160,6 +138,8 @@ class Partition:
         self.log_start = start
         self.high_watermark = start
         self.next_offset = start
+        self.pending_start = start  # the highest log start asked for (retention, DeleteRecords), durable or not
+        self.size_bytes = 0  # the bytes of the indexed batches: kept on append and trim, never summed
         self.inflight = 0
         self.failed = False
         self.bases = array("q")
@@ -178,9 +158,27 @@ class Partition:
         self.lasts.append(last)
         self.max_timestamps.append(max_timestamp)
         self.sizes.append(size)
+        self.size_bytes += size
         if self.data is not None and data is not None:
             self.data.append(data)
         self.high_watermark = last + 1
+
+    def trim(self, start: int) -> int:
+        """Move the log start up to ``start`` (never down) and drop the batches wholly below it; returns how many.
+        The batch holding ``start`` stays: a Fetch from ``start`` gets it whole, as Kafka serves a log start inside
+        a batch."""
+        if start <= self.log_start:
+            return 0
+        drop = bisect_left(self.lasts, start)
+        if drop:
+            self.size_bytes -= sum(self.sizes[:drop])
+            for column in (self.bases, self.lasts, self.max_timestamps, self.sizes):
+                del column[:drop]
+            if self.data is not None:
+                del self.data[:drop]
+        self.log_start = start
+        self.pending_start = max(self.pending_start, start)
+        return drop
 
     def first_batch_at(self, offset: int) -> int:
         """The index of the first batch whose last offset is >= ``offset``."""
@@ -256,11 +254,15 @@ class Broker:
         topic = self.topics.get(name)
         if topic is None:
             raise ValueError(f"unknown topic {name!r}")
-        TopicConfig.of({**self.defaults, **configs})
+        self.config_of(configs)
         self._configs[name] = tuple(sorted({**dict(self._configs.get(name, ())), **configs}.items()))
         self._config_cache.pop(name, None)
         record = self._topic_record(topic)
         self.log.append([record], self._topics_written([record]))
+
+    def config_of(self, configs: Mapping[str, str]) -> TopicConfig:
+        """The effective config of a topic whose own configs are ``configs`` (ConfigError if one is bad)."""
+        return TopicConfig.of({**self.defaults, **configs})
 
     def config(self, name: str) -> TopicConfig:
         found = self._config_cache.get(name)
@@ -274,6 +276,8 @@ class Broker:
         return dict(self._configs.get(name, ()))
 
     def _topic_changed(self, topic: Topic) -> None:
+        if self.topics.get(topic.name) is not topic:  # removed: delete_topic writes its record
+            return
         if self._recorded.get(topic.name, 0) < topic.partitions:
             record = self._topic_record(topic)
             self.log.append([record], self._topics_written([record]))
@@ -470,3 +474,100 @@ class Broker:
             if stamps[i] >= timestamp:
                 return ErrorCode.none, max(p.bases[i], p.log_start), stamps[i]
         return ErrorCode.none, -1, -1
+
+    # ------------------------------------------------------------------------------------------------ admin
+
+    def partitions(self) -> Iterable[Partition]:
+        """Every partition that has been touched (created lazily: one never produced to may be missing)."""
+        return self._partitions.values()
+
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str], on_done: Callable[[Any], None]
+    ) -> Topic:
+        """Create a topic with its own ``configs`` (checked before: ``config_of``); ``on_done(failure)`` once its
+        record is durable. The topic is in Metadata at once (as an auto-created one)."""
+        self._configs[name] = tuple(sorted(configs.items()))
+        self._config_cache.pop(name, None)
+        self._recorded[name] = partitions  # the registry listener leaves the record to us
+        topic = self.topics.add(name, partitions)
+        self.write_topic(topic, on_done)
+        return topic
+
+    def grow_topic(self, name: str, partitions: int, on_done: Callable[[Any], None]) -> None:
+        """CreatePartitions: grow an existing topic (checked before) and record it."""
+        self._recorded[name] = partitions
+        self.write_topic(self.topics.add(name, partitions), on_done)
+
+    def replace_configs(self, name: str, configs: Mapping[str, str], on_done: Callable[[Any], None]) -> None:
+        """Replace the configs set on a topic (checked before: ``config_of``) and record them."""
+        self._configs[name] = tuple(sorted(configs.items()))
+        self._config_cache.pop(name, None)
+        topic = self.topics.get(name)
+        if topic is not None:
+            self.write_topic(topic, on_done)
+
+    def write_topic(self, topic: Topic, on_done: Callable[[Any], None] | None = None) -> None:
+        record = self._topic_record(topic)
+        written = self._topics_written([record])
+
+        def done(failure: Any) -> None:
+            written(failure)
+            if on_done is not None:
+                on_done(failure)
+
+        self.log.append([record], done)
+
+    def delete_topic(self, name: str, on_done: Callable[[Any], None]) -> bool:
+        """Delete a topic at once (gone from the registry and Metadata; parked Fetches are woken and answer
+        UNKNOWN_TOPIC_OR_PARTITION; appends in flight complete on the dropped partitions) and record it;
+        ``on_done(failure)`` once durable. A deletion that cannot be written puts the topic back (unless the name
+        was created again meanwhile). False for an unknown topic."""
+        topic = self.topics.get(name)
+        if topic is None:
+            return False
+        dropped = [(i, self._partitions.pop((name, i), None)) for i in range(topic.partitions)]
+        configs = self._configs.pop(name, ())
+        recorded = self._recorded.pop(name, 0)
+        self._config_cache.pop(name, None)
+        self.topics.remove(name)
+        for _, p in dropped:
+            if p is not None:
+                self._wake(p)
+
+        def done(failure: Any) -> None:
+            if failure is not None and self.topics.get(name) is None:
+                self._configs[name] = configs
+                self._recorded[name] = recorded
+                for i, p in dropped:
+                    if p is not None:
+                        self._partitions[(name, i)] = p
+                self.topics.add(name, topic.partitions)
+            on_done(failure)
+
+        self.log.append([TopicDeleted(name, self.now_ms())], done)
+        return True
+
+    def advance_log_start(
+        self, moves: Sequence[tuple[Partition, int]], on_done: Callable[[Any], None] | None = None
+    ) -> None:
+        """Move each partition's log start up to the given offset (at most its high watermark: checked by the
+        caller) with ONE append of ``LogStartAdvanced`` records; the batches below are dropped from the index once
+        durable (storage deletes their rows in the same transaction), then ``on_done(failure)``."""
+        now = self.now_ms()
+        records = [LogStartAdvanced(p.topic, p.index, start, p.epoch, now) for p, start in moves]
+        for p, start in moves:
+            p.pending_start = max(p.pending_start, start)
+
+        def done(failure: Any) -> None:
+            for p, start in moves:
+                if failure is None:
+                    p.trim(start)
+                else:
+                    p.pending_start = p.log_start
+            if on_done is not None:
+                on_done(failure)
+
+        if records:
+            self.log.append(records, done)
+        elif on_done is not None:
+            on_done(None)

@@ -4,6 +4,9 @@
   start-up into the topic registry, so topics keep their partition counts and configs across restarts.
 * ``BatchAppended`` - one record batch appended to a partition: the batch bytes exactly as the producer sent them,
   with the assigned ``base_offset`` (and, under LogAppendTime, the broker's max timestamp) stamped in.
+* ``TopicDeleted`` - a topic was deleted (DeleteTopics, the operator API): its partitions and batches go with it.
+* ``LogStartAdvanced`` - a partition's log start offset moved up (retention, DeleteRecords): the batches wholly
+  below it are deleted. Conditional in storage on the partition's stored epoch, like a batch.
 
 Every batch carries the partition ``epoch`` it was appended under. Today there is one node and the epoch is 0; when
 several daemons share a database, the storage write of a batch is conditional on the stored epoch and next offset of
@@ -39,4 +42,19 @@ class BatchAppended:
         return len(self.data)
 
 
-DataRecord = TopicCreated | BatchAppended
+@dataclass(frozen=True, slots=True)
+class TopicDeleted:
+    name: str
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogStartAdvanced:
+    topic: str
+    partition: int
+    log_start_offset: int
+    epoch: int
+    timestamp_ms: int
+
+
+DataRecord = TopicCreated | BatchAppended | TopicDeleted | LogStartAdvanced

@@ -89,8 +89,9 @@ _MAX_BUCKETS = 10_000  # client hosts with an auto-creation bucket; full buckets
 
 
 class TopicRegistry:
-    """Topic name -> ``Topic``. ``generation`` changes whenever a topic is created or grows, and ``on_change``
-    listeners hear of each such topic (``servers.kafka.metadata`` caches encoded entries and drops them there)."""
+    """Topic name -> ``Topic``. ``generation`` changes whenever a topic is created, grows or is removed, and
+    ``on_change`` listeners hear of each such topic (a removed one is no longer in ``get``; ``servers.kafka.metadata``
+    caches encoded entries and drops them there)."""
 
     def __init__(
         self,
@@ -151,6 +152,19 @@ class TopicRegistry:
             listener(topic)
         if existing is None:
             log.info("topic created name=%s partitions=%d", name, partitions, extra={"throttle": ("topic_created",)})
+        return topic
+
+    def remove(self, name: str) -> Topic | None:
+        """Delete a topic (DeleteTopics): gone from Metadata at once; listeners hear of it (``get`` is None then)."""
+        topic = self._by_name.pop(name, None)
+        if topic is None:
+            return None
+        self._by_id.pop(topic.topic_id, None)
+        self._sorted = None
+        self.generation += 1
+        for listener in self._listeners:
+            listener(topic)
+        log.info("topic deleted name=%s partitions=%d", name, topic.partitions)
         return topic
 
     def get(self, name: str) -> Topic | None:

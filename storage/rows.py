@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.records import BatchAppended, DataRecord, TopicCreated
+from broker.records import BatchAppended, DataRecord, LogStartAdvanced, TopicCreated, TopicDeleted
 from coordinator.records import (
     GroupMetadataRecord,
     GroupStabilized,
@@ -70,6 +70,10 @@ class BatchRows:
     topic_upserts: dict[str, Row] = field(default_factory=dict)
     partition_inserts: list[Row] = field(default_factory=list)
     partition_moves: dict[tuple[str, int], PartitionMove] = field(default_factory=dict)
+    # topics deleted (run before the upserts: a topic deleted and created again in one batch starts afresh), and per
+    # partition its new log start and epoch (run after the batches: the rows wholly below it are deleted)
+    topic_deletes: list[str] = field(default_factory=list)
+    log_starts: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
     @property
     def record_count(self) -> int:
@@ -134,6 +138,28 @@ def _batch_appended(batch: BatchRows, position: int, r: BatchAppended) -> None:
         )
     else:
         move.new = r.last_offset + 1
+
+
+def _topic_deleted(batch: BatchRows, position: int, r: TopicDeleted) -> None:
+    """Whatever this batch holds for the topic before its deletion is dropped; the deletion runs first."""
+    name = r.name
+    batch.topic_upserts.pop(name, None)
+    batch.partition_inserts[:] = [row for row in batch.partition_inserts if row["topic"] != name]
+    for key in [k for k in batch.partition_moves if k[0] == name]:
+        del batch.partition_moves[key]
+    for key in [k for k in batch.log_starts if k[0] == name]:
+        del batch.log_starts[key]
+    rows = batch.log_rows.get(m.PartitionBatch)
+    if rows:
+        rows[:] = [row for row in rows if row["topic"] != name]
+    if name not in batch.topic_deletes:
+        batch.topic_deletes.append(name)
+
+
+def _log_start_advanced(batch: BatchRows, position: int, r: LogStartAdvanced) -> None:
+    key = (r.topic, r.partition)
+    start, _ = batch.log_starts.get(key, (r.log_start_offset, r.epoch))
+    batch.log_starts[key] = (max(start, r.log_start_offset), r.epoch)
 
 
 def _record_time(record: Record | DataRecord) -> int:
@@ -373,6 +399,8 @@ _HANDLERS: dict[type, Any] = {
     MemberRemoved: _member_removed,
     TopicCreated: _topic_created,
     BatchAppended: _batch_appended,
+    TopicDeleted: _topic_deleted,
+    LogStartAdvanced: _log_start_advanced,
 }
 
 

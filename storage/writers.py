@@ -219,12 +219,17 @@ class SqliteWriter:
         if moved.rowcount != 1:
             raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
         self._insert(conn, m.LogBatch, [_batch_row(batch)])
+        for name in batch.topic_deletes:  # rare: three statements each
+            for sql in _TOPIC_DELETES:
+                conn.execute(sql.replace("$1", "?"), (name,))
         if batch.topic_upserts or batch.partition_inserts:
             self._write_topics(conn, batch)
         for model, rows in batch.log_rows.items():
             self._insert(conn, model, rows)
         if batch.partition_moves:
             self._move_partitions(conn, batch)
+        if batch.log_starts:
+            self._move_log_starts(conn, batch)
         touched = sorted(batch.group_deletes | batch.group_upserts.keys())
         if touched:
             self._delete(conn, "current_group_members", ("group_id",), [(g,) for g in touched])
@@ -259,6 +264,21 @@ class SqliteWriter:
             )
             if moved.rowcount != 1:
                 raise OffsetConflict(f"{topic}-{partition}: the stored log does not end at {move.expected}")
+
+    def _move_log_starts(self, conn: sqlite3.Connection, batch: BatchRows) -> None:
+        for (topic, partition), (start, epoch) in batch.log_starts.items():
+            moved = conn.execute(
+                "UPDATE partitions SET log_start_offset = max(log_start_offset, ?) WHERE topic = ?"
+                " AND partition_index = ? AND epoch = ? AND next_offset >= ?",
+                (start, topic, partition, epoch, start),
+            )
+            if moved.rowcount != 1:
+                raise OffsetConflict(f"{topic}-{partition}: no log start {start} under epoch {epoch}")
+            conn.execute(
+                "DELETE FROM partition_batches WHERE topic = ? AND partition_index = ? AND base_offset < ?"
+                " AND last_offset < ?",
+                (topic, partition, start, start),
+            )
 
     def _insert(self, conn: sqlite3.Connection, model: type[m.Base], rows: list[Row]) -> None:
         t = _table(model)
@@ -316,6 +336,13 @@ def _sqlite_delete(name: str, keys: tuple[str, ...], rows: int) -> str:
     return f"DELETE FROM {name} WHERE ({', '.join(keys)}) IN (VALUES {', '.join([one] * rows)})"
 
 
+# A deleted topic: its batches, partitions and row (the batches by the primary key's prefix).
+_TOPIC_DELETES = (
+    "DELETE FROM partition_batches WHERE topic = $1",
+    "DELETE FROM partitions WHERE topic = $1",
+    "DELETE FROM topics WHERE name = $1",
+)
+
 # A topic only grows; its configs are the latest recorded.
 _TOPIC_CONFLICT = (
     " ON CONFLICT (name) DO UPDATE SET partitions = {greatest}(topics.partitions, excluded.partitions),"
@@ -369,6 +396,9 @@ class PostgresWriter:
         if status != "UPDATE 1":
             raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
         await self._insert(conn, m.LogBatch, [_batch_row(batch)])
+        for name in batch.topic_deletes:
+            for sql in _TOPIC_DELETES:
+                await conn.execute(sql, name)
         if batch.topic_upserts:
             t = _table(m.TopicRow)
             sql = _pg_insert(t) + _TOPIC_CONFLICT.format(greatest="GREATEST")
@@ -391,6 +421,8 @@ class PostgresWriter:
             )  # fmt: skip
             if status != f"UPDATE {len(keys)}":
                 raise OffsetConflict(f"a partition's stored log does not end where its batches start ({status})")
+        if batch.log_starts:
+            await _pg_move_log_starts(conn, batch)
         touched = sorted(batch.group_deletes | batch.group_upserts.keys())
         if touched:
             await conn.execute("DELETE FROM current_group_members WHERE group_id = ANY($1::VARCHAR[])", touched)
@@ -428,6 +460,30 @@ class PostgresWriter:
         if sql is None:
             sql = self._sql[("upsert", model)] = _pg_insert(t) + _on_conflict(t, keys, "EXCLUDED")
         await conn.execute(sql, *_columns(t, rows))
+
+
+async def _pg_move_log_starts(conn: Any, batch: BatchRows) -> None:
+    """Each partition's log start moved up under its epoch (and never past its stored end), then the batches wholly
+    below it deleted: two statements for all the partitions of a retention pass."""
+    keys = list(batch.log_starts)
+    topics, partitions = [k[0] for k in keys], [k[1] for k in keys]
+    starts = [v[0] for v in batch.log_starts.values()]
+    epochs = [v[1] for v in batch.log_starts.values()]
+    status = await conn.execute(
+        "UPDATE partitions AS p SET log_start_offset = GREATEST(p.log_start_offset, k.start) FROM unnest("
+        "$1::VARCHAR[], $2::INTEGER[], $3::BIGINT[], $4::INTEGER[]) AS k(topic, partition_index, start, epoch)"
+        " WHERE p.topic = k.topic AND p.partition_index = k.partition_index AND p.epoch = k.epoch"
+        " AND p.next_offset >= k.start",
+        topics, partitions, starts, epochs,
+    )  # fmt: skip
+    if status != f"UPDATE {len(keys)}":
+        raise OffsetConflict(f"a partition's log start cannot move under its epoch ({status})")
+    await conn.execute(
+        "DELETE FROM partition_batches AS b USING unnest($1::VARCHAR[], $2::INTEGER[], $3::BIGINT[])"
+        " AS k(topic, partition_index, start) WHERE b.topic = k.topic AND b.partition_index = k.partition_index"
+        " AND b.base_offset < k.start AND b.last_offset < k.start",
+        topics, partitions, starts,
+    )  # fmt: skip
 
 
 def _pg_insert(t: _Table) -> str:

@@ -184,7 +184,9 @@ def test_topic_configs_are_checked() -> None:
     with pytest.raises(ValueError):
         TopicConfig.of({"message.timestamp.type": "Whenever"})
     with pytest.raises(ValueError):
-        TopicConfig.of({"retention.ms": "1"})
+        TopicConfig.of({"retention.ms": "-2"})
+    with pytest.raises(ValueError):
+        TopicConfig.of({"segment.ms": "1"})
     env = Env()
     env.broker.configure("t", {"message.timestamp.type": "LogAppendTime"})
     env.log.commit()

@@ -1,308 +1,241 @@
-"""Retention, DeleteRecords and topic deletion in the pure broker core (broker.retention, broker.admin), with a
-manual clock and a log whose writes complete when the test says so: whole batches go, the log start moves only once
-durable, a read below it is OFFSET_OUT_OF_RANGE, and nothing beyond the high watermark is touched."""
+"""Offset retention and group expiry (KIP-211) on a manual clock, through the facade and the real GroupManager."""
 
 from __future__ import annotations
 
-from broker.admin import AlterConfig, ConfigResource, CreateTopic, EntryResult, TopicAdmin
-from broker.records import LogStartAdvanced, TopicCreated, TopicDeleted
-from broker.retention import retention_start, run_retention
+from coordinator.group import GroupState
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.messages import FetchedOffset
+from coordinator.records import (
+    GroupRemovalCause,
+    GroupTombstone,
+    OffsetCommitRecord,
+    OffsetRemovalCause,
+    OffsetTombstone,
+    Record,
+)
+from coordinator.retention import CLEANUP_TIMER_KEY
 from protocol.errors import ErrorCode
-from tests.core.test_broker import Env, batch
+from tests.core.conftest import Env, form_stable_group, join_new, leave
+from tests.core.test_coordinator import commit, commit_request, fetch, make_coordinator, subscription
+
+RETENTION = 100_000
+INTERVAL = 10_000
+EXPIRED = OffsetRemovalCause.EXPIRED
 
 
-def fill(env: Env, count: int, *, ts_step: int = 1_000, partition: int = 0) -> list[int]:
-    """``count`` batches of 3 records with timestamps 1000, 2000, ...; returns their sizes."""
-    sizes = []
-    for i in range(count):
-        data = batch(3, ts=(i + 1) * ts_step)
-        sizes.append(len(data))
-        env.produce(("t", partition, data))
-        env.log.commit()
-    return sizes
-
-
-def admin(env: Env) -> TopicAdmin:
-    return TopicAdmin(env.broker, node_id=1, max_partitions=100)
-
-
-def answer(call) -> list[EntryResult]:  # type: ignore[no-untyped-def]
-    """The answer of a call that writes nothing (answered at once)."""
-    got: list[list[EntryResult]] = []
-    call(got.append)
-    assert got, "waits for a write"
-    return got[0]
-
-
-def test_size_is_a_running_total_kept_on_append_and_trim() -> None:
-    env = Env()
-    sizes = fill(env, 4)
-    p = env.broker.partition("t", 0)
-    assert p is not None and p.size_bytes == sum(sizes)
-    p.trim(6)
-    assert p.size_bytes == sum(sizes[2:]) and list(p.bases) == [6, 9] and p.log_start == 6
-
-
-def test_time_retention_deletes_whole_old_batches_once_durable() -> None:
-    env = Env(**{"retention.ms": "2500"})
-    fill(env, 4)  # batches at offsets 0, 3, 6, 9 with max timestamps 1002, 2002, 3002, 4002
-    env.now = 5_000  # older than 2500 ms: max timestamp < 2500 -> the first two batches
-    assert run_retention(env.broker) == 1
-    p = env.broker.partition("t", 0)
-    assert p is not None and p.log_start == 0  # not durable yet: nothing moved, a fetch still reads from 0
-    assert env.broker.read("t", 0, 0, 1 << 20, min_one=True).error == ErrorCode.none
-    assert run_retention(env.broker) == 0  # the move in flight is not asked twice
-    env.log.commit()
-    assert env.log.durable[-1] == LogStartAdvanced("t", 0, 6, 0, 5_000)
-    assert p.log_start == 6 and list(p.bases) == [6, 9]
-    assert env.broker.read("t", 0, 5, 1 << 20, min_one=True).error == ErrorCode.offset_out_of_range
-    got = env.broker.read("t", 0, 6, 1 << 20, min_one=True)
-    assert got.error == ErrorCode.none and got.bases == [6, 9] and got.log_start_offset == 6
-    assert env.broker.list_offset("t", 0, -2) == (ErrorCode.none, 6, -1)
-
-
-def test_time_retention_stops_at_the_first_young_batch_and_may_empty_the_log() -> None:
-    env = Env(**{"retention.ms": "0"})
-    fill(env, 3)
-    env.now = 10_000
-    run_retention(env.broker)
-    env.log.commit()
-    p = env.broker.partition("t", 0)
-    assert p is not None and p.log_start == p.high_watermark == 9 and p.size_bytes == 0 and not p.bases
-    env.produce(("t", 0, batch(1, ts=10_000)))
-    env.log.commit()
-    assert env.broker.read("t", 0, 9, 1 << 20, min_one=True).bases == [9]
-
-
-def test_size_retention_keeps_at_least_the_limit() -> None:
-    env = Env()
-    sizes = fill(env, 4)
-    env.broker.configure("t", {"retention.bytes": str(sizes[0] * 2)})  # room for two batches exactly
-    env.log.commit()
-    run_retention(env.broker)
-    env.log.commit()
-    p = env.broker.partition("t", 0)
-    assert p is not None and list(p.bases) == [6, 9] and p.size_bytes == sizes[2] + sizes[3]
-    env.broker.configure("t", {"retention.bytes": str(sizes[0] * 2 - 1)})  # deleting one would leave too little
-    env.log.commit()
-    assert retention_start(p, env.broker.config("t"), env.now) is None
-    env.broker.configure("t", {"retention.bytes": str(sizes[0] - 1)})
-    env.log.commit()
-    assert retention_start(p, env.broker.config("t"), env.now) == 9
-
-
-def test_retention_never_touches_appends_in_flight() -> None:
-    env = Env(**{"retention.ms": "0"})
-    fill(env, 2)
-    env.produce(("t", 0, batch(3, ts=1)))  # in flight: not in the index
-    env.now = 100_000
-    run_retention(env.broker)
-    move = env.log.pending[-1][0]
-    assert move == [LogStartAdvanced("t", 0, 6, 0, 100_000)]  # the durable end, not the log end (9)
-    env.log.commit()
-    p = env.broker.partition("t", 0)
-    assert p is not None and p.log_start == 6 and list(p.bases) == [6] and p.high_watermark == 9
-
-
-def test_a_failed_move_changes_nothing_and_is_asked_again() -> None:
-    env = Env(**{"retention.ms": "0"})
-    fill(env, 2)
-    env.now = 100_000
-    run_retention(env.broker)
-    env.log.fail()
-    p = env.broker.partition("t", 0)
-    assert p is not None and p.log_start == 0 and list(p.bases) == [0, 3]
-    assert run_retention(env.broker) == 1
-
-
-def test_delete_records() -> None:
-    env = Env()
-    fill(env, 3)  # high watermark 9
-    a = admin(env)
-    got: list[list[EntryResult]] = []
-    a.delete_records(
-        [("t", 0, 4), ("t", 1, 10), ("t", 0, -7), ("nope", 0, 1), ("__consumer_offsets", 0, 1)], got.append
-    )
-    assert not got  # waits for the move
-    env.log.commit()
-    [results] = got
-    assert [r.error for r in results] == [
-        ErrorCode.none,
-        ErrorCode.offset_out_of_range,  # partition 1 is empty: high watermark 0
-        ErrorCode.offset_out_of_range,
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.invalid_topic_exception,
-    ]
-    assert results[0].partitions == 4  # the low watermark, inside the batch at 3
-    assert env.broker.read("t", 0, 3, 1 << 20, min_one=True).error == ErrorCode.offset_out_of_range
-    assert env.broker.read("t", 0, 4, 1 << 20, min_one=True).bases == [3, 6]  # the batch holding 4, whole
-    got = []
-    a.delete_records([("t", 0, -1)], got.append)  # -1: the high watermark
-    assert not got
-    env.log.commit()
-    assert got[0][0].partitions == 9
-    assert env.broker.partition("t", 0).log_start == 9  # type: ignore[union-attr]
-    results = answer(lambda done: a.delete_records([("t", 0, 2)], done))  # below the log start: moves nothing
-    assert results[0].error == ErrorCode.none and results[0].partitions == 9
-
-
-def test_create_topics_checks_like_kafka() -> None:
-    env = Env()
-    a = admin(env)
-    requests = [
-        CreateTopic("new", 3, 1, configs=[("retention.ms", "1000")]),
-        CreateTopic("t", 1),
-        CreateTopic("__consumer_offsets", 1),
-        CreateTopic("bad name", 1),
-        CreateTopic("dup", 1),
-        CreateTopic("dup", 1),
-        CreateTopic("rf", 1, 3),
-        CreateTopic("zero", 0),
-        CreateTopic("compact", 1, configs=[("cleanup.policy", "compact")]),
-        CreateTopic("unknown", 1, configs=[("segment.bytes", "1")]),
-        CreateTopic("default", -1, -1),
-        CreateTopic("huge", 101),
-        CreateTopic("assigned", -1, -1, assignments=[(0, [1]), (1, [1])]),
-        CreateTopic("elsewhere", -1, -1, assignments=[(0, [2])]),
-    ]
-    got: list[list[EntryResult]] = []
-    a.create_topics(requests, False, got.append)
-    assert not got
-    env.log.commit()
-    [results] = got
-    assert [(r.name, r.error) for r in results] == [
-        ("new", ErrorCode.none),
-        ("t", ErrorCode.topic_already_exists),
-        ("__consumer_offsets", ErrorCode.topic_already_exists),
-        ("bad name", ErrorCode.invalid_topic_exception),
-        ("dup", ErrorCode.invalid_request),
-        ("dup", ErrorCode.invalid_request),
-        ("rf", ErrorCode.invalid_replication_factor),
-        ("zero", ErrorCode.invalid_partitions),
-        ("compact", ErrorCode.invalid_config),
-        ("unknown", ErrorCode.invalid_config),
-        ("default", ErrorCode.none),
-        ("huge", ErrorCode.invalid_partitions),
-        ("assigned", ErrorCode.none),
-        ("elsewhere", ErrorCode.invalid_replica_assignment),
-    ]
-    assert env.topics.get("new").partitions == 3  # type: ignore[union-attr]
-    assert env.topics.get("default").partitions == 1 and env.topics.get("assigned").partitions == 2  # type: ignore[union-attr]
-    assert env.broker.config("new").retention_ms == 1000
-    assert TopicCreated("new", 3, (("retention.ms", "1000"),), 1_000) in env.log.durable
-    only = answer(lambda done: a.create_topics([CreateTopic("check", 2)], True, done))
-    assert only[0].error == ErrorCode.none and env.topics.get("check") is None  # validate_only
-
-
-def test_delete_topic_wakes_fetches_and_is_durable() -> None:
-    env = Env()
-    fill(env, 1)
-    woken: list[int] = []
-    env.broker.watch("t", 0, lambda: woken.append(1))
-    a = admin(env)
-    generation = env.topics.generation
-    got: list[list[EntryResult]] = []
-    a.delete_topics(["t", "nope", "__consumer_offsets"], [None, None, None], got.append)
-    assert woken == [1] and env.topics.get("t") is None and env.topics.generation > generation
-    assert env.broker.read("t", 0, 0, 100, min_one=True).error == ErrorCode.unknown_topic_or_partition
-    env.log.commit()
-    assert [r.error for r in got[0]] == [
-        ErrorCode.none,
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.topic_authorization_failed,
-    ]
-    assert env.log.durable[-1] == TopicDeleted("t", 1_000)
-    env.topics.add("t", 1)  # created again: starts afresh, recorded again
-    env.log.commit()
-    assert env.broker.partition("t", 0).high_watermark == 0  # type: ignore[union-attr]
-    assert env.log.durable[-1] == TopicCreated("t", 1, (), 1_000)
-
-
-def test_a_deletion_that_cannot_be_written_puts_the_topic_back() -> None:
-    env = Env()
-    fill(env, 1)
-    a = admin(env)
-    got: list[list[EntryResult]] = []
-    a.delete_topics([None], [env.topics.get("t").topic_id], got.append)  # type: ignore[union-attr]
-    assert env.topics.get("t") is None
-    env.log.fail()
-    assert got[0][0].error == ErrorCode.kafka_storage_error and got[0][0].name == "t"
-    assert env.topics.get("t") is not None and env.broker.partition("t", 0).high_watermark == 3  # type: ignore[union-attr]
-    assert not env.log.pending  # put back without a record: it was never deleted in storage
-
-
-def test_create_partitions_grow_only() -> None:
-    env = Env()
-    a = admin(env)
-    got: list[list[EntryResult]] = []
-    a.create_partitions([("t", 4, None), ("t", 4, None)], False, got.append)
-    assert [r.error for r in got[0]] == [ErrorCode.invalid_request] * 2
-    results = answer(lambda done: a.create_partitions([("t", 2, None), ("nope", 3, None)], False, done))
-    assert [r.error for r in results] == [ErrorCode.invalid_partitions, ErrorCode.unknown_topic_or_partition]
-    got = []
-    a.create_partitions([("t", 5, None), ("__consumer_offsets", 60, None)], False, got.append)
-    env.log.commit()
-    assert [r.error for r in got[0]] == [ErrorCode.none, ErrorCode.topic_authorization_failed]
-    assert env.topics.get("t").partitions == 5  # type: ignore[union-attr]
-    assert env.log.durable[-1] == TopicCreated("t", 5, (), 1_000)
-
-
-def test_alter_and_describe_configs() -> None:
-    env = Env(**{"retention.ms": "60000"})
-    a = admin(env)
-    described = {c.name: c for c in a.describe_configs([ConfigResource(2, "t")])[0].configs}
-    assert described["retention.ms"].value == "60000" and described["retention.ms"].source == 4  # the broker's
-    assert described["max.message.bytes"].value == "1048588" and described["max.message.bytes"].source == 5
-    got: list[list[EntryResult]] = []
-    changes = [AlterConfig("retention.ms", 0, "1000"), AlterConfig("cleanup.policy", 2, "delete")]
-    a.alter_configs(
-        [
-            ConfigResource(2, "t", changes),
-            ConfigResource(2, "u", [AlterConfig("retention.ms", 0, "1")]),
-            ConfigResource(2, "__consumer_offsets", [AlterConfig("retention.ms", 0, "1")]),
-            ConfigResource(4, "", [AlterConfig("log.retention.ms", 0, "1")]),
-        ],
-        False,
-        got.append,
-    )
-    env.log.commit()
-    assert [r.error for r in got[0]] == [
-        ErrorCode.none,
-        ErrorCode.unknown_topic_or_partition,
-        ErrorCode.topic_authorization_failed,
-        ErrorCode.invalid_config,
-    ]
-    assert env.broker.topic_configs("t") == {"retention.ms": "1000", "cleanup.policy": "delete"}
-    assert env.broker.config("t").retention_ms == 1000
-    described = {c.name: c for c in a.describe_configs([ConfigResource(2, "t", names=["retention.ms"])])[0].configs}
-    assert list(described) == ["retention.ms"] and described["retention.ms"].source == 1
-    assert [s[2] for s in described["retention.ms"].synonyms] == [1, 4, 5]
-    for bad in (
-        [AlterConfig("retention.ms", 2, "5")],  # APPEND on a non-list config
-        [AlterConfig("cleanup.policy", 2, "compact")],
-        [AlterConfig("retention.ms", 0, "x")],
-        [AlterConfig("segment.ms", 1, None)],
-    ):
-        results = answer(lambda done, bad=bad: a.alter_configs([ConfigResource(2, "t", bad)], False, done))
-        assert results[0].error == ErrorCode.invalid_config, bad
-    results = answer(
-        lambda done: a.alter_configs([ConfigResource(2, "t", [AlterConfig("retention.ms", 1, None)])], True, done)
-    )
-    assert results[0].error == ErrorCode.none and env.broker.topic_configs("t")["retention.ms"] == "1000"  # validate
-    got = []
-    a.alter_configs([ConfigResource(2, "t", [AlterConfig("retention.ms", 1, None)])], False, got.append)
-    env.log.commit()
-    assert (
-        env.broker.topic_configs("t") == {"cleanup.policy": "delete"} and env.broker.config("t").retention_ms == 60000
+def setup(*, auto_commit: bool = True) -> tuple[Env, GroupCoordinator]:
+    return make_coordinator(
+        auto_commit=auto_commit, offsets_retention_ms=RETENTION, offsets_retention_check_interval_ms=INTERVAL
     )
 
 
-def test_offset_for_leader_epoch() -> None:
-    env = Env()
-    fill(env, 2)
-    a = admin(env)
-    assert a.offset_for_leader_epoch("t", 0, -1, 0) == (ErrorCode.none, 0, 6)
-    assert a.offset_for_leader_epoch("t", 0, 0, 0) == (ErrorCode.none, 0, 6)
-    assert a.offset_for_leader_epoch("t", 0, -1, 3) == (ErrorCode.none, -1, -1)
-    assert a.offset_for_leader_epoch("t", 0, 1, 0)[0] == ErrorCode.unknown_leader_epoch
-    assert a.offset_for_leader_epoch("x", 0, -1, 0)[0] == ErrorCode.unknown_topic_or_partition
+def cleanup(env: Env, coord: GroupCoordinator) -> list[Record]:
+    """One cleanup pass; what it returns must be exactly what it wrote to the log (auto-commit log)."""
+    records = coord.retention.run_once()
+    assert env.take() == records
+    return records
+
+
+def at(env: Env, ms: int) -> None:
+    """Move the clock without firing timers (the tests run the cleanup pass themselves)."""
+    env.clock.set(ms)
+
+
+# ------------------------------------------------------------------------------------------------ Empty groups
+
+
+def test_offsets_of_empty_group_expire_after_retention_since_it_became_empty() -> None:
+    env, coord = setup()
+    g = form_stable_group(env, "g", 1)
+    committed_at = env.now()
+    commit(coord, "g", ("t", 0, 1), ("t", 1, 2), generation=g.generation, member_id=g.leader)
+    env.advance(5_000)
+    leave(env.gm, "g", g.leader)
+    empty_since = env.now()
+    assert env.group("g").state is GroupState.EMPTY
+    env.take()
+
+    at(env, committed_at + RETENTION)  # retention passed since the commit, not since the group became Empty
+    assert cleanup(env, coord) == []
+    at(env, empty_since + RETENTION - 1)
+    assert cleanup(env, coord) == []
+    at(env, empty_since + RETENTION)
+    now = env.now()
+    assert cleanup(env, coord) == [
+        OffsetTombstone("g", "t", 0, EXPIRED, now),
+        OffsetTombstone("g", "t", 1, EXPIRED, now),
+        GroupTombstone("g", GroupRemovalCause.EXPIRED, now),
+    ]
+    assert coord.groups.group("g") is None
+    assert fetch(coord, "g", None) == []
+
+
+def test_empty_group_without_offsets_is_deleted_at_next_cleanup() -> None:
+    env, coord = setup()
+    coord.on_loaded()
+    loaded = env.now()
+    g = form_stable_group(env, "g", 1)
+    leave(env.gm, "g", g.leader)
+    assert env.group("g").state is GroupState.EMPTY
+    env.take()
+    env.advance(INTERVAL)  # whatever the retention: nothing to keep the group for
+    assert env.take() == [GroupTombstone("g", GroupRemovalCause.EXPIRED, loaded + INTERVAL)]  # the first pass
+    assert coord.groups.group("g") is None
+
+
+def test_stable_group_without_offsets_is_not_deleted() -> None:
+    env, coord = setup()
+    form_stable_group(env, "g", 1, session_timeout_ms=1_800_000)
+    env.take()
+    at(env, env.now() + 10 * RETENTION)
+    assert cleanup(env, coord) == []
+    assert coord.groups.group("g") is not None
+
+
+# ---------------------------------------------------------------------------------------------- simple groups
+
+
+def test_simple_group_offsets_expire_by_commit_time_one_by_one() -> None:
+    env, coord = setup()
+    t0 = env.now()
+    commit(coord, "s", ("t", 0, 1))
+    at(env, t0 + 30_000)
+    commit(coord, "s", ("t", 1, 2))
+    env.take()
+    at(env, t0 + RETENTION)
+    assert cleanup(env, coord) == [OffsetTombstone("s", "t", 0, EXPIRED, t0 + RETENTION)]
+    assert fetch(coord, "s", None) == [FetchedOffset("t", 1, 2)]
+    assert coord.groups.group("s") is not None  # an offset survived
+    at(env, t0 + 30_000 + RETENTION)
+    assert cleanup(env, coord) == [
+        OffsetTombstone("s", "t", 1, EXPIRED, env.now()),
+        GroupTombstone("s", GroupRemovalCause.EXPIRED, env.now()),
+    ]
+    assert coord.groups.group("s") is None
+
+
+def test_explicit_expire_timestamp_from_v2_retention_time() -> None:
+    env, coord = setup()
+    t0 = env.now()
+    commit(coord, "s", ("t", 0, 1), version=2, retention_ms=1_000)
+    commit(coord, "s", ("t", 1, 1), version=2)  # no retention time: the broker retention applies
+    env.take()
+    at(env, t0 + 999)
+    assert cleanup(env, coord) == []
+    at(env, t0 + 1_000)
+    assert cleanup(env, coord) == [OffsetTombstone("s", "t", 0, EXPIRED, t0 + 1_000)]
+
+
+# --------------------------------------------------------------------------------------------- non-empty groups
+
+
+def test_stable_consumer_group_subscribed_topics_never_expire() -> None:
+    env, coord = setup()
+    g = form_stable_group(env, "g", 2, protocols=[("range", subscription("t"))], session_timeout_ms=1_800_000)
+    t0 = env.now()
+    commit(coord, "g", ("t", 0, 1), ("t", 1, 1), ("old", 0, 9), generation=g.generation, member_id=g.leader)
+    env.take()
+    at(env, t0 + 50 * RETENTION)
+    assert cleanup(env, coord) == [OffsetTombstone("g", "old", 0, EXPIRED, env.now())]
+    at(env, t0 + 100 * RETENTION)
+    assert cleanup(env, coord) == []
+    assert fetch(coord, "g", None) == [FetchedOffset("t", 0, 1), FetchedOffset("t", 1, 1)]
+    assert env.group("g").state is GroupState.STABLE
+
+
+def test_consumer_group_with_unparsable_subscriptions_keeps_everything() -> None:
+    env, coord = setup()
+    g = form_stable_group(env, "g", 1, session_timeout_ms=1_800_000)  # default metadata is not a subscription
+    commit(coord, "g", ("t", 0, 1), generation=g.generation, member_id=g.leader)
+    env.take()
+    at(env, env.now() + 10 * RETENTION)
+    assert cleanup(env, coord) == []
+
+
+def test_rebalancing_group_offsets_do_not_expire() -> None:
+    env, coord = setup()
+    g = form_stable_group(env, "g", 1, protocols=[("range", subscription("t"))])
+    commit(coord, "g", ("other", 0, 1), generation=g.generation, member_id=g.leader)
+    join_new(env.gm, "g", client_id="newcomer", protocols=[("range", subscription("t"))])
+    assert env.group("g").state is GroupState.PREPARING_REBALANCE
+    env.take()
+    at(env, env.now() + 10 * RETENTION)
+    assert cleanup(env, coord) == []
+
+
+# ------------------------------------------------------------------------------------ scheduling and durability
+
+
+def test_cleanup_runs_every_interval_after_load() -> None:
+    env, coord = setup()
+    coord.on_loaded()
+    t0 = env.now()
+    commit(coord, "s", ("t", 0, 1))
+    env.take()
+    env.advance(RETENTION - 1)
+    assert env.take() == []
+    assert env.timer.is_scheduled(CLEANUP_TIMER_KEY)
+    env.advance(INTERVAL)  # the first pass at or after t0 + RETENTION expires it
+    expired_at = t0 + RETENTION  # passes run at t0 + k * INTERVAL and RETENTION is a multiple of it
+    assert env.take() == [
+        OffsetTombstone("s", "t", 0, EXPIRED, expired_at),
+        GroupTombstone("s", GroupRemovalCause.EXPIRED, expired_at),
+    ]
+    assert env.timer.deadline(CLEANUP_TIMER_KEY) == expired_at + INTERVAL
+
+
+def test_in_flight_commit_is_not_expired_and_keeps_group() -> None:
+    env, coord = setup(auto_commit=False)
+    t0 = env.now()
+    coord.commit_offsets(commit_request("s", ("t", 0, 1), ("t", 1, 1)))
+    env.log.commit()
+    env.take()
+    at(env, t0 + RETENTION)
+    coord.commit_offsets(commit_request("s", ("t", 0, 2)))  # not yet durable
+    records = coord.retention.run_once()
+    assert records == [OffsetTombstone("s", "t", 1, EXPIRED, env.now())]
+    env.log.commit()
+    assert env.take() == [OffsetCommitRecord("s", "t", 0, 2, -1, "", env.now(), None, "", -1), *records]
+    assert fetch(coord, "s", None) == [FetchedOffset("t", 0, 2)]
+    assert coord.groups.group("s") is not None
+
+
+def test_cleanup_applies_only_when_durable_and_retries_after_failure() -> None:
+    env, coord = setup(auto_commit=False)
+    t0 = env.now()
+    coord.commit_offsets(commit_request("s", ("t", 0, 1)))
+    env.log.commit()
+    env.take()
+    at(env, t0 + RETENTION)
+    first = coord.retention.run_once()
+    assert len(first) == 2
+    assert coord.groups.group("s") is None  # the group goes at once (group changes apply at once)
+    assert coord.offsets.committed("s")  # its offsets only once the tombstones are durable
+    env.log.fail(ErrorCode.coordinator_not_available)
+    assert fetch(coord, "s", None) == [FetchedOffset("t", 0, 1)]
+    assert coord.groups.group("s") is not None
+    assert env.take() == []
+    second = coord.retention.run_once()
+    assert second == first
+    env.log.commit()
+    assert env.take() == second
+    assert coord.groups.group("s") is None
+    assert not coord.offsets.committed("s")
+
+
+def test_group_with_in_flight_commit_on_new_partition_is_not_deleted() -> None:
+    env, coord = setup(auto_commit=False)
+    t0 = env.now()
+    coord.commit_offsets(commit_request("s", ("t", 0, 1)))
+    env.log.commit()
+    at(env, t0 + RETENTION)
+    coord.commit_offsets(commit_request("s", ("t", 5, 1)))  # not yet durable, a partition the group never had
+    env.take()
+    assert coord.retention.run_once() == [OffsetTombstone("s", "t", 0, EXPIRED, env.now())]
+    env.log.commit()
+    assert fetch(coord, "s", None) == [FetchedOffset("t", 5, 1)]
+    assert env.take() == [
+        OffsetCommitRecord("s", "t", 5, 1, -1, "", env.now(), None, "", -1),
+        OffsetTombstone("s", "t", 0, EXPIRED, env.now()),
+    ]
+    assert coord.groups.group("s") is not None

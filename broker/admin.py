@@ -26,6 +26,7 @@ Kafka's errors, per entry:
   (``cleanup.policy``), else INVALID_CONFIG; a config named twice or a resource twice: INVALID_REQUEST; broker
   resources: INVALID_CONFIG (broker configs come from the settings file); ``__consumer_offsets``:
   TOPIC_AUTHORIZATION_FAILED.
+* AlterConfigs - the same, every config of a resource a SET and the others reset.
 * OffsetForLeaderEpoch - one node, one epoch per partition (``Partition.epoch``): a current leader epoch below it
   FENCED_LEADER_EPOCH, above it UNKNOWN_LEADER_EPOCH; the requested epoch equal to it: its end offset is the high
   watermark (the durable end, which is the log end as a reader sees it); an older epoch has no entry here (the
@@ -348,8 +349,12 @@ class TopicAdmin:
         resources: Sequence[ConfigResource],
         validate_only: bool,
         on_done: Callable[[list[EntryResult]], object],
+        *,
+        replace: bool = False,
     ) -> None:
-        """IncrementalAlterConfigs: each topic's configs changed as a whole (all of a resource's changes or none)."""
+        """IncrementalAlterConfigs: each topic's configs changed as a whole (all of a resource's changes or none).
+        ``replace`` (AlterConfigs, the older API): the resource's SETs become the topic's configs, the rest go back to
+        their defaults."""
         results = [EntryResult(name=r.name) for r in resources]
         join = _Join(results, on_done)
         counts: dict[tuple[int, str], int] = {}
@@ -370,7 +375,8 @@ class TopicAdmin:
                 result.error = ErrorCode.unknown_topic_or_partition
                 result.message = "This server does not host this topic-partition."
             else:
-                changed = self._altered(self.broker.topic_configs(r.name), r.configs, result)
+                own = {} if replace else self.broker.topic_configs(r.name)
+                changed = self._altered(own, r.configs, result)
                 if changed is not None and not validate_only:
                     self.broker.replace_configs(r.name, changed, join.wait(result))
         join.release()

@@ -15,12 +15,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.admin import TopicAdmin
 from broker.partitions import Broker, DataLog, MemoryDataLog, PartitionSnapshot
 from broker.records import TopicCreated
 from broker.topics import TopicRegistry
 from coordinator.clock import Clock, SystemClock
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.record_log import MemoryLog
+from daemon.log_retention import run_log_retention
 from daemon.settings import Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from runtime.activity import GroupActivity
@@ -89,7 +91,11 @@ class App:
             data = self.record_log  # type: ignore[assignment]
         self.data = data
         self.broker = Broker(
-            self.topics, data if data is not None else MemoryDataLog(), self.clock.now_ms, keep_bytes=data is None
+            self.topics,
+            data if data is not None else MemoryDataLog(),
+            self.clock.now_ms,
+            keep_bytes=data is None,
+            defaults=settings.topics.topic_defaults(),
         )
         self.metrics.watch_lag(
             lambda: group_lags(
@@ -99,6 +105,7 @@ class App:
             cluster_name=settings.kafka.cluster_id,
         )  # fmt: skip
         k = settings.kafka
+        self.admin = TopicAdmin(self.broker, node_id=k.node_id, max_partitions=settings.topics.max_partitions_per_topic)
         self.services = Services(
             coordinator=self.coordinator,
             topics=self.topics,
@@ -109,6 +116,7 @@ class App:
             on_join_refused=self.activity.join_refused,
             broker=self.broker,
             batches=data,
+            admin=self.admin,
         )
         self.server = KafkaServer(
             self.services,
@@ -193,6 +201,8 @@ class App:
         self.broker.start()  # records the topics not stored yet (configured ones), then every new one
         self.loaded = True
         self._start_history_pruning()
+        interval_ms = self.settings.topics.log_retention_check_interval_ms
+        self._background.append(asyncio.get_running_loop().create_task(run_log_retention(self.broker, interval_ms)))
         await self.server.start()
         k = self.settings.kafka
         host, port = k.advertised(self.server.bound_port)

@@ -36,6 +36,10 @@ KAFKA_NAMES: dict[str, tuple[str, str]] = {
     "offsets.topic.num.partitions": ("group", "offsets_topic_num_partitions"),
     "auto.create.topics.enable": ("topics", "auto_create"),
     "num.partitions": ("topics", "num_partitions"),
+    "log.retention.ms": ("topics", "log_retention_ms"),
+    "log.retention.bytes": ("topics", "log_retention_bytes"),
+    "log.retention.check.interval.ms": ("topics", "log_retention_check_interval_ms"),
+    "message.max.bytes": ("topics", "message_max_bytes"),
     "socket.request.max.bytes": ("kafka", "max_frame_size"),
     "queued.max.request.bytes": ("kafka", "queued_max_request_bytes"),
     "connections.max.idle.ms": ("kafka", "connections_max_idle_ms"),
@@ -153,6 +157,22 @@ class TopicSettings(_Section):
     auto_create_burst: int = Field(default=1_000, ge=1)  # ... after a burst of this many
     auto_create_max_topics: int = Field(default=10_000, ge=0)  # none auto-created once this many topics exist
     initial: dict[str, int] = Field(default_factory=dict)  # topic name -> partitions, created at start
+    # Broker-level defaults of the topic configs (broker/configs.py); None: Kafka's default (retention 7 days, no
+    # size limit, 1048588-byte batches). A topic's own configs (CreateTopics, IncrementalAlterConfigs) win.
+    log_retention_ms: int | None = Field(default=None, ge=-1)  # log.retention.ms (-1: keep for ever)
+    log_retention_bytes: int | None = None  # log.retention.bytes per partition (negative: no limit)
+    message_max_bytes: int | None = Field(default=None, ge=0)  # message.max.bytes
+    log_retention_check_interval_ms: int = Field(default=300_000, ge=1)  # log.retention.check.interval.ms
+    max_partitions_per_topic: int = Field(default=10_000, ge=1)  # CreateTopics / CreatePartitions beyond: refused
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The broker-level defaults set here, by their topic-level names (``broker.configs``)."""
+        names = {
+            "retention.ms": self.log_retention_ms,
+            "retention.bytes": self.log_retention_bytes,
+            "max.message.bytes": self.message_max_bytes,
+        }
+        return {name: str(value) for name, value in names.items() if value is not None}
 
     @field_validator("initial")
     @classmethod

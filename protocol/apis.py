@@ -33,7 +33,15 @@ class ApiKey(IntEnum):
     LIST_GROUPS = 16
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -59,6 +67,15 @@ SUPPORTED_VERSIONS: Final[MappingProxyType[int, tuple[int, int]]] = MappingProxy
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.DESCRIBE_CLUSTER: (0, 2),
+        # The topic admin APIs (servers/kafka/topics_admin.py): from the lowest version kio has.
+        ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.DELETE_TOPICS: (1, 6),
+        ApiKey.DELETE_RECORDS: (0, 2),
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+        ApiKey.DESCRIBE_CONFIGS: (1, 4),
+        ApiKey.CREATE_PARTITIONS: (0, 3),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        ApiKey.ALTER_CONFIGS: (0, 2),
     }
 )
 

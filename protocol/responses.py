@@ -311,6 +311,59 @@ def _build_api_versions(cls: type[Any], error: ErrorCode, body: Any) -> Any:
     return _fill(cls, error, api_keys=())
 
 
+def _build_create_topics(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    topic_cls = _item(cls, "topics")
+    return _fill(cls, error, topics=tuple(_fill(topic_cls, error, name=t.name) for t in _items(body, "topics")))
+
+
+def _build_delete_topics(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    result_cls = _item(cls, "responses")
+    named = [{"name": n} for n in _items(body, "topic_names")]
+    named += [{"name": t.name, "topic_id": t.topic_id or uuid_zero} for t in _items(body, "topics")]
+    return _fill(cls, error, responses=tuple(_fill(result_cls, error, **n) for n in named))
+
+
+def _build_name_results(field: str) -> Callable[[type[Any], ErrorCode, Any], Any]:
+    def builder(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+        result_cls = _item(cls, field)
+        return _fill(
+            cls, error, **{field: tuple(_fill(result_cls, error, name=t.name) for t in _items(body, "topics"))}
+        )
+
+    return builder
+
+
+def _build_resources(field: str) -> Callable[[type[Any], ErrorCode, Any], Any]:
+    def builder(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+        result_cls = _item(cls, field)
+        results = tuple(
+            _fill(result_cls, error, resource_type=r.resource_type, resource_name=r.resource_name, configs=())
+            for r in _items(body, "resources")
+        )
+        return _fill(cls, error, **{field: results})
+
+    return builder
+
+
+def _build_delete_records(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    topics = _topic_partitions(
+        _item(cls, "topics"), _items(body, "topics"), error, request_partitions=_partition_indexes, topic_name=_by_name
+    )
+    return _fill(cls, error, topics=topics)
+
+
+def _build_offset_for_leader_epoch(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    topics = _topic_partitions(
+        _item(cls, "topics"),
+        _items(body, "topics"),
+        error,
+        request_partitions=lambda t: [p.partition for p in t.partitions],
+        topic_name=lambda t: {"topic": t.topic},
+        partition_key="partition",
+    )
+    return _fill(cls, error, topics=topics)
+
+
 _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.API_VERSIONS: _build_api_versions,
     ApiKey.METADATA: _build_metadata,
@@ -329,6 +382,14 @@ _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.DELETE_GROUPS: _build_delete_groups,
     ApiKey.OFFSET_DELETE: _build_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: _build_top_level,
+    ApiKey.CREATE_TOPICS: _build_create_topics,
+    ApiKey.DELETE_TOPICS: _build_delete_topics,
+    ApiKey.DELETE_RECORDS: _build_delete_records,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _build_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: _build_resources("results"),
+    ApiKey.CREATE_PARTITIONS: _build_name_results("results"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _build_resources("responses"),
+    ApiKey.ALTER_CONFIGS: _build_resources("responses"),
 }
 
 

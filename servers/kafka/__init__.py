@@ -16,6 +16,16 @@ from .metadata import handle_metadata
 from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .partitions import handle_fetch, handle_list_offsets
 from .produce import handle_produce
+from .topics_admin import (
+    handle_alter_configs,
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_records,
+    handle_delete_topics,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+    handle_offset_for_leader_epoch,
+)
 from .versions import handle_api_versions
 
 HANDLERS: dict[int, Handler] = {
@@ -36,6 +46,14 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
 }
 
 __all__ = ["HANDLERS", "CoordinatorApi", "Handler", "Node", "RequestContext", "Services"]

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from broker.admin import TopicAdmin
 from broker.partitions import Broker
 from broker.topics import TopicRegistry
 from coordinator import messages as m
@@ -95,6 +96,8 @@ class Services:
     # The data path (Produce, Fetch, ListOffsets): the broker core, and the stored batches when it keeps no bytes.
     broker: Broker | None = None
     batches: BatchSource | None = None
+    # The topic admin APIs (CreateTopics, DeleteTopics, DescribeConfigs, DeleteRecords, ...) over that broker.
+    admin: TopicAdmin | None = None
 
 
 # A handler returns the kio response body, a finished frame (bytes), or an awaitable of either for requests whose

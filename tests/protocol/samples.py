@@ -15,6 +15,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
@@ -41,7 +57,12 @@ from kafka.protocol.consumer.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer.offsets import (
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
@@ -71,6 +92,14 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     42: (DeleteGroupsRequest, DeleteGroupsResponse),
     47: (OffsetDeleteRequest, OffsetDeleteResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
+    19: (CreateTopicsRequest, CreateTopicsResponse),
+    20: (DeleteTopicsRequest, DeleteTopicsResponse),
+    21: (DeleteRecordsRequest, DeleteRecordsResponse),
+    23: (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+    32: (DescribeConfigsRequest, DescribeConfigsResponse),
+    37: (CreatePartitionsRequest, CreatePartitionsResponse),
+    44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+    33: (AlterConfigsRequest, AlterConfigsResponse),
 }
 
 _ERRORS = [

@@ -23,6 +23,14 @@ SPEC = {
     "DeleteGroups": (42, 0, 2),
     "OffsetDelete": (47, 0, 0),
     "DescribeCluster": (60, 0, 2),
+    "CreateTopics": (19, 2, 7),
+    "DeleteTopics": (20, 1, 6),
+    "DeleteRecords": (21, 0, 2),
+    "OffsetForLeaderEpoch": (23, 2, 4),
+    "DescribeConfigs": (32, 1, 4),
+    "CreatePartitions": (37, 0, 3),
+    "IncrementalAlterConfigs": (44, 0, 1),
+    "AlterConfigs": (33, 0, 2),
 }
 
 

@@ -247,14 +247,20 @@ def test_a_null_non_nullable_string_is_an_invalid_request(key: int, version: int
     assert (e.value.api_key, e.value.api_version, e.value.correlation_id) == (key, version, 77)
 
 
-def test_only_three_array_families_are_nullable() -> None:
+def test_only_these_array_families_are_nullable() -> None:
     nullable = set()
     for key, version in WITH_ARRAYS:
         cls = request_class(key, version)
         for path in F.array_paths(cls):
             if field_shape(F.path_field(cls, path))[2]:
                 nullable.add((key, path))
-    assert nullable == {(3, ("topics",)), (9, ("topics",)), (9, ("groups", "topics"))}
+    assert nullable == {
+        (3, ("topics",)),
+        (9, ("topics",)),
+        (9, ("groups", "topics")),
+        (32, ("resources", "configuration_keys")),  # DescribeConfigs: null = every config
+        (37, ("topics", "assignments")),  # CreatePartitions: null = placed by the broker
+    }
 
 
 def test_invalid_request_answer_only_where_the_response_has_a_top_level_error() -> None:

@@ -1,0 +1,273 @@
+"""The topic admin APIs: CreateTopics (19), DeleteTopics (20), DeleteRecords (21), OffsetForLeaderEpoch (23),
+DescribeConfigs (32), AlterConfigs (33), CreatePartitions (37) and IncrementalAlterConfigs (44). The rules and the
+errors are in ``broker.admin`` (Kafka's, per entry); this module reads each version's body and builds its answer.
+
+Versions: the ones kio has, up to what the clients we test send (kafka-python 3.0.12 negotiates the highest,
+aiokafka 0.14 sends CreateTopics v3 / DeleteTopics v3 / DescribeConfigs v2 / CreatePartitions v1 / DeleteRecords v2,
+librdkafka 2.16 CreateTopics v4 / DeleteTopics v1 / DescribeConfigs v1 / IncrementalAlterConfigs v1 / DeleteRecords
+v1 / OffsetForLeaderEpoch v2 (a consumer validating its position after a leader change)):
+
+* CreateTopics v2-7 - v5+ answers the partitions, replication factor and configs of each created (or, with
+  ``validate_only``, checked) topic; v7 its topic id.
+* DeleteTopics v1-6 - v6 names topics by name or by id (UNKNOWN_TOPIC_ID for an unknown id); v5+ messages.
+* DeleteRecords v0-2, CreatePartitions v0-3, IncrementalAlterConfigs v0-1, AlterConfigs v0-2 (aiokafka's
+  ``alter_configs``: the topic's configs become exactly the ones given).
+* DescribeConfigs v1-4 - synonyms when ``include_synonyms``; v3+ ``config_type`` (documentation: null).
+* OffsetForLeaderEpoch v2-4 - a consumer's request (v3+ ``replica_id`` -1); a follower's is answered the same.
+
+Requests that change something are answered once their records are durable. ``timeout_ms`` is not waited on: one
+node has nothing to wait for beyond its own write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.admin import SET, AlterConfig, ConfigResource, CreateTopic, EntryResult, TopicAdmin
+from broker.configs import DescribedConfig
+from coordinator.deferred import Deferred
+from protocol.errors import ErrorCode
+
+from ._util import response_cls, then
+from .build import build
+from .context import RequestContext, Services
+
+
+def _admin(services: Services) -> TopicAdmin:
+    admin = services.admin
+    assert admin is not None, "the topic admin APIs are served only with a broker"
+    return admin
+
+
+def _first_error(ctx: RequestContext, results: list[EntryResult]) -> None:
+    for r in results:
+        if r.error and not ctx.error:
+            ctx.error = r.error
+
+
+def _wait(ctx: RequestContext, start: Any, answer: Any) -> Any:
+    """Run ``start(on_done)`` and answer ``answer(results)`` once it calls back (at once if it already did)."""
+    deferred: Deferred[list[EntryResult]] = Deferred()
+    start(deferred.resolve)
+
+    def done(results: list[EntryResult]) -> Any:
+        _first_error(ctx, results)
+        return answer(results)
+
+    return then(deferred, done)
+
+
+# ------------------------------------------------------------------------------------------------ CreateTopics
+
+
+def handle_create_topics(services: Services, ctx: RequestContext, body: Any) -> Any:
+    topics = [
+        CreateTopic(
+            t.name,
+            int(t.num_partitions),
+            int(t.replication_factor),
+            [(int(a.partition_index), [int(b) for b in a.broker_ids]) for a in t.assignments],
+            [(c.name, c.value) for c in t.configs],
+        )
+        for t in body.topics
+    ]
+
+    def answer(results: list[EntryResult]) -> Any:
+        return build(response_cls(ctx), {"topics": [_created(r) for r in results]})
+
+    return _wait(ctx, lambda done: _admin(services).create_topics(topics, bool(body.validate_only), done), answer)
+
+
+def _created(r: EntryResult) -> dict[str, Any]:
+    ok = r.error == ErrorCode.none
+    return {
+        "name": r.name,
+        "topic_id": (r.topic_id if ok and r.topic_id is not None else uuid.UUID(int=0)),
+        "error_code": r.error,
+        "error_message": r.message,
+        "topic_config_error_code": ErrorCode.none,
+        "num_partitions": r.partitions if ok else -1,
+        "replication_factor": r.replication_factor if ok else -1,
+        "configs": [
+            {"name": c.name, "value": c.value, "read_only": False, "config_source": c.source, "is_sensitive": False}
+            for c in r.configs
+        ]
+        if ok
+        else None,
+    }
+
+
+# ------------------------------------------------------------------------------------------------ DeleteTopics
+
+
+def handle_delete_topics(services: Services, ctx: RequestContext, body: Any) -> Any:
+    if hasattr(body, "topics"):  # v6: by name or by id
+        names: list[str | None] = [t.name for t in body.topics]
+        ids: list[uuid.UUID | None] = [t.topic_id for t in body.topics]
+    else:
+        names = list(body.topic_names)
+        ids = [None] * len(names)
+
+    def answer(results: list[EntryResult]) -> Any:
+        responses = [
+            {
+                "name": r.name if r.name is not None or hasattr(body, "topics") else "",
+                "topic_id": r.topic_id or uuid.UUID(int=0),
+                "error_code": r.error,
+                "error_message": r.message,
+            }
+            for r in results
+        ]
+        return build(response_cls(ctx), {"responses": responses})
+
+    return _wait(ctx, lambda done: _admin(services).delete_topics(names, ids, done), answer)
+
+
+# ------------------------------------------------------------------------------------------------ CreatePartitions
+
+
+def handle_create_partitions(services: Services, ctx: RequestContext, body: Any) -> Any:
+    topics = [
+        (
+            t.name,
+            int(t.count),
+            None if t.assignments is None else [[int(b) for b in a.broker_ids] for a in t.assignments],
+        )
+        for t in body.topics
+    ]
+
+    def answer(results: list[EntryResult]) -> Any:
+        return build(
+            response_cls(ctx),
+            {"results": [{"name": r.name, "error_code": r.error, "error_message": r.message} for r in results]},
+        )
+
+    return _wait(ctx, lambda done: _admin(services).create_partitions(topics, bool(body.validate_only), done), answer)
+
+
+# ------------------------------------------------------------------------------------------------ configs
+
+
+def handle_describe_configs(services: Services, ctx: RequestContext, body: Any) -> Any:
+    resources = [
+        ConfigResource(
+            int(r.resource_type),
+            r.resource_name,
+            names=None if r.configuration_keys is None else list(r.configuration_keys),
+        )
+        for r in body.resources
+    ]
+    results = _admin(services).describe_configs(resources)
+    _first_error(ctx, results)
+    synonyms = bool(getattr(body, "include_synonyms", False))
+    return build(
+        response_cls(ctx),
+        {
+            "results": [
+                {
+                    "error_code": r.error,
+                    "error_message": r.message,
+                    "resource_type": res.resource_type,
+                    "resource_name": res.name,
+                    "configs": [_described(c, synonyms) for c in r.configs],
+                }
+                for r, res in zip(results, resources, strict=True)
+            ]
+        },
+    )
+
+
+def _described(c: DescribedConfig, synonyms: bool) -> dict[str, Any]:
+    return {
+        "name": c.name,
+        "value": c.value,
+        "read_only": False,
+        "config_source": c.source,
+        "is_sensitive": False,
+        "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in c.synonyms] if synonyms else [],
+        "config_type": c.config_type,
+        "documentation": None,
+    }
+
+
+def handle_incremental_alter_configs(services: Services, ctx: RequestContext, body: Any) -> Any:
+    return _alter_configs(services, ctx, body, replace=False)
+
+
+def handle_alter_configs(services: Services, ctx: RequestContext, body: Any) -> Any:
+    """AlterConfigs (33): the older, non-incremental API (aiokafka's ``alter_configs``)."""
+    return _alter_configs(services, ctx, body, replace=True)
+
+
+def _alter_configs(services: Services, ctx: RequestContext, body: Any, *, replace: bool) -> Any:
+    resources = [
+        ConfigResource(
+            int(r.resource_type),
+            r.resource_name,
+            [AlterConfig(c.name, int(getattr(c, "config_operation", SET)), c.value) for c in r.configs],
+        )
+        for r in body.resources
+    ]
+
+    def answer(results: list[EntryResult]) -> Any:
+        return build(
+            response_cls(ctx),
+            {
+                "responses": [
+                    {
+                        "error_code": r.error,
+                        "error_message": r.message,
+                        "resource_type": res.resource_type,
+                        "resource_name": res.name,
+                    }
+                    for r, res in zip(results, resources, strict=True)
+                ]
+            },
+        )
+
+    validate_only = bool(body.validate_only)
+    return _wait(
+        ctx, lambda done: _admin(services).alter_configs(resources, validate_only, done, replace=replace), answer
+    )
+
+
+# ------------------------------------------------------------------------------------------------ records
+
+
+def handle_delete_records(services: Services, ctx: RequestContext, body: Any) -> Any:
+    entries = [(t.name, int(p.partition_index), int(p.offset)) for t in body.topics for p in t.partitions]
+
+    def answer(results: list[EntryResult]) -> Any:
+        it = iter(results)
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                r = next(it)
+                parts.append(
+                    {
+                        "partition_index": p.partition_index,
+                        "low_watermark": r.partitions if r.error == ErrorCode.none else -1,
+                        "error_code": r.error,
+                    }
+                )
+            topics.append({"name": t.name, "partitions": parts})
+        return build(response_cls(ctx), {"topics": topics})
+
+    return _wait(ctx, lambda done: _admin(services).delete_records(entries, done), answer)
+
+
+def handle_offset_for_leader_epoch(services: Services, ctx: RequestContext, body: Any) -> Any:
+    admin = _admin(services)
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            current = int(getattr(p, "current_leader_epoch", -1))
+            error, epoch, end = admin.offset_for_leader_epoch(t.topic, int(p.partition), current, int(p.leader_epoch))
+            if error and not ctx.error:
+                ctx.error = error
+            parts.append({"error_code": error, "partition": p.partition, "leader_epoch": epoch, "end_offset": end})
+        topics.append({"topic": t.topic, "partitions": parts})
+    return build(response_cls(ctx), {"topics": topics})

@@ -477,6 +477,10 @@ class Broker:
 
     # ------------------------------------------------------------------------------------------------ admin
 
+    def existing_partition(self, topic: str, index: int) -> Partition | None:
+        """The partition if it has been touched (``partition`` creates an untouched one: empty, from offset 0)."""
+        return self._partitions.get((topic, index))
+
     def partitions(self) -> Iterable[Partition]:
         """Every partition that has been touched (created lazily: one never produced to may be missing)."""
         return self._partitions.values()

@@ -186,6 +186,7 @@ class App:
                 readiness=probe,
                 token=token.get_secret_value() if token is not None else None,
                 broker=self.broker,
+                admin=self.admin,
             )
             self.http = await start_http(
                 http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes

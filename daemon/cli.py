@@ -14,7 +14,8 @@
                              (--to-earliest|--to-latest|--to-current|--to-offset N|--shift-by N|--to-datetime T|
                               --by-duration D) [--execute] [--export]
     kgc groups reset-offsets [GROUP ...] --from-file PLAN.csv [--execute]
-    kgc topics list | kgc topics create NAME PARTITIONS
+    kgc topics list | kgc topics create NAME PARTITIONS | kgc topics delete NAME
+    kgc topics config NAME [--set NAME=VALUE ...] [--delete NAME ...]
 
 The options mean what they mean to ``kafka-consumer-groups.sh``: ``--topic NAME`` alone is every partition of NAME,
 ``--export`` prints the reset plan as Kafka's CSV (``topic,partition,offset``, with the group as first column when
@@ -244,7 +245,24 @@ def show_reset(data: Any, out: TextIO) -> None:
 
 
 def show_topics(data: Any, out: TextIO) -> None:
-    table([(t["name"], t["partitions"]) for t in data["topics"]], ["topic", "partitions"], out)
+    """One line per partition: its log start and end, bytes, and the topic's retention (the topic's own configs
+    marked with ``*``)."""
+    rows = []
+    for t in data["topics"]:
+        configs, own = t.get("configs", {}), t.get("own_configs", {})
+
+        def shown(key: str, configs: Any = configs, own: Any = own) -> str | None:
+            value = configs.get(key)
+            return None if value is None else value + ("*" if key in own else "")
+
+        retention = (shown("retention.ms"), shown("retention.bytes"))
+        log = t.get("log") or [{"partition": None}]
+        label = t["name"] + (" (internal)" if t.get("internal") else "")
+        for p in log:
+            offsets = (p.get("log_start_offset"), p.get("log_end_offset"), p.get("size_bytes"))
+            rows.append((label, t["partitions"], p["partition"], *offsets, *retention))
+    table(rows, ["topic", "partitions", "partition", "log start", "log end", "bytes", "retention.ms",
+                 "retention.bytes"], out)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------- commands
@@ -614,6 +632,21 @@ def run_command(args: argparse.Namespace, api: Api) -> Outcome:
             data = api.request("POST", "/v1/topics", body=body)
             return Outcome(data, lambda d, out: print(f"Topic {d['name']} has {d['partitions']} partition(s).",
                                                       file=out))  # fmt: skip
+        case "topics-delete":
+            data = api.request("DELETE", f"/v1/topics/{quote(args.name)}")
+            return Outcome(data, lambda d, out: print(f"Topic {d['name']} deleted.", file=out))
+        case "topics-config":
+            changes: dict[str, str | None] = {}
+            for item in args.set or []:
+                key, sep, value = item.partition("=")
+                if not sep:
+                    raise UsageError(f"--set takes NAME=VALUE, not {item!r}")
+                changes[key] = value
+            changes.update(dict.fromkeys(args.delete or []))
+            if not changes:
+                raise UsageError("nothing to change: give --set NAME=VALUE or --delete NAME")
+            data = api.request("PATCH", f"/v1/topics/{quote(args.name)}/configs", body={"configs": changes})
+            return Outcome({"topics": [data]}, show_topics)
     raise AssertionError(cmd)
 
 
@@ -749,6 +782,14 @@ def add_groups_subcommands(subparsers: Any) -> None:
     p = tcmds.add_parser("create", help="register a topic (or grow it)")
     p.add_argument("name")
     p.add_argument("partitions", type=int)
+    _common(p)
+    p = tcmds.add_parser("delete", help="delete a topic, its partitions and records")
+    p.add_argument("name")
+    _common(p)
+    p = tcmds.add_parser("config", help="change a topic's configs (retention.ms, retention.bytes, ...)")
+    p.add_argument("name")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="set a config (repeatable)")
+    p.add_argument("--delete", action="append", metavar="NAME", help="put a config back to its default (repeatable)")
     _common(p)
 
 

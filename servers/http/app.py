@@ -25,6 +25,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Handler
 
+from broker.admin import TopicAdmin
 from broker.partitions import Broker, MemoryDataLog
 from broker.topics import TopicRegistry as Topics
 from coordinator.clock import Clock, SystemClock
@@ -109,6 +110,7 @@ def create_http_app(
     dashboard: bool = True,
     activity: GroupActivity | None = None,
     broker: Broker | None = None,
+    admin: TopicAdmin | None = None,
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
@@ -132,6 +134,8 @@ def create_http_app(
         app[keys.METRICS] = metrics
     if readiness is not None:
         app[keys.READINESS] = readiness
+    if admin is not None:
+        app[keys.ADMIN] = admin
     app[keys.TOKEN] = token or ""
     app[keys.DEFERRED_TIMEOUT_S] = deferred_timeout_s
     doc = build_openapi(

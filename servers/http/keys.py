@@ -6,6 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
+from broker.admin import TopicAdmin
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
 from runtime.lag import LogView
@@ -25,3 +26,4 @@ OPENAPI: web.AppKey[dict[str, Any]] = web.AppKey("openapi")
 DEFERRED_TIMEOUT_S = web.AppKey("deferred_timeout_s", float)
 ACTIVITY = web.AppKey("activity", GroupActivity)
 BROKER = web.AppKey("broker", LogView)  # broker.partitions.Broker: log start/end, append times, ListOffsets
+ADMIN = web.AppKey("admin", TopicAdmin)  # the topic admin over the broker (absent: topics without offsets or configs)

@@ -283,9 +283,23 @@ class RebalanceHistory(Out):
 # ------------------------------------------------------------------------------------------------------- topics
 
 
+class PartitionLog(Out):
+    partition: int
+    log_start_offset: int = Field(description="The first offset a Fetch can read (moved by retention, DeleteRecords).")
+    log_end_offset: int = Field(description="The high watermark: the end of what is durable and readable.")
+    size_bytes: int = Field(description="The bytes of the record batches kept.")
+
+
 class TopicView(Out):
     name: str
     partitions: int
+    internal: bool = Field(default=False, description="Kafka's internal topic of offsets (__consumer_offsets).")
+    configs: dict[str, str] = Field(
+        default_factory=dict, description="Every served topic config with its value (the topic's own or the default)."
+    )
+    own_configs: dict[str, str] = Field(default_factory=dict, description="The configs set on the topic itself.")
+    size_bytes: int = 0
+    log: list[PartitionLog] = Field(default_factory=list, description="Per partition: its log start, end and size.")
 
 
 class TopicList(Out):
@@ -297,6 +311,18 @@ class TopicCreate(Body):
 
     name: Annotated[str, Field(pattern=TOPIC_NAME_PATTERN, description="A legal Kafka topic name.")]
     partitions: Annotated[int, Field(ge=1, le=100_000), _INTEGER]
+
+
+class TopicConfigChange(Body):
+    configs: dict[str, str | None] = Field(
+        description="Topic configs to set (a string) or to put back to their default (null), e.g. "
+        '{"retention.ms": "3600000", "retention.bytes": null}.'
+    )
+
+
+class TopicDeleted(Out):
+    name: str
+    deleted: bool = True
 
 
 # ------------------------------------------------------------------------------------------------------ actions

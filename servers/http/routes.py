@@ -8,6 +8,7 @@ cause ``admin_action``, resetting offsets is an admin OffsetCommit (generation -
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import types
 import typing
@@ -19,6 +20,17 @@ from typing import Any, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from broker.admin import (
+    DELETE,
+    SET,
+    TOPIC_RESOURCE,
+    AlterConfig,
+    ConfigResource,
+    EntryResult,
+    TopicAdmin,
+    describe_configs_of,
+)
+from broker.topics import is_internal_topic
 from coordinator.group import ClassicGroup, GroupState, Member
 from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest, OffsetDeleteRequest
 from protocol.consumer_protocol import assignment_partitions, subscription_topics
@@ -62,6 +74,7 @@ from .models import (
     OffsetsDelete,
     PartitionDeletion,
     PartitionLagView,
+    PartitionLog,
     Readiness,
     RebalanceHistory,
     RemovedMember,
@@ -69,7 +82,9 @@ from .models import (
     ResetStrategy,
     ResetToDatetime,
     TimeRangeQuery,
+    TopicConfigChange,
     TopicCreate,
+    TopicDeleted,
     TopicList,
     TopicView,
 )
@@ -636,7 +651,88 @@ async def delete_offsets(request: web.Request) -> web.Response:
 
 async def list_topics(request: web.Request) -> web.Response:
     topics = request.app[keys.TOPICS].all()
-    return respond(TopicList(topics=[TopicView(name=t.name, partitions=t.partitions) for t in topics]))
+    admin = request.app.get(keys.ADMIN)
+    return respond(TopicList(topics=[_topic_view(admin, t.name, t.partitions) for t in topics]))
+
+
+def _topic_view(admin: TopicAdmin | None, name: str, partitions: int) -> TopicView:
+    """A topic with its configs and, per partition, the log start, end and size (an untouched partition: 0)."""
+    if admin is None:
+        return TopicView(name=name, partitions=partitions, internal=is_internal_topic(name))
+    broker = admin.broker
+    log = []
+    for index in range(partitions):
+        p = broker.existing_partition(name, index)
+        start, end, size = (p.log_start, p.high_watermark, p.size_bytes) if p is not None else (0, 0, 0)
+        log.append(PartitionLog(partition=index, log_start_offset=start, log_end_offset=end, size_bytes=size))
+    return TopicView(
+        name=name,
+        partitions=partitions,
+        internal=is_internal_topic(name),
+        configs=dict(describe_configs_of(broker, name)),
+        own_configs=broker.topic_configs(name),
+        size_bytes=sum(p.size_bytes for p in log),
+        log=log,
+    )
+
+
+def _topic_admin(request: web.Request) -> TopicAdmin:
+    admin = request.app.get(keys.ADMIN)
+    if admin is None:
+        raise json_error(404, "this daemon serves no topic admin (no broker)")
+    return admin
+
+
+async def _entry_result(start: Callable[[Callable[[list[EntryResult]], object]], object]) -> EntryResult:
+    future: asyncio.Future[list[EntryResult]] = asyncio.get_running_loop().create_future()
+
+    def done(results: list[EntryResult]) -> None:
+        if not future.done():
+            future.set_result(results)
+
+    start(done)
+    [result] = await future
+    return result
+
+
+_TOPIC_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: 404,
+    ErrorCode.topic_authorization_failed: 403,
+    ErrorCode.invalid_config: 400,
+    ErrorCode.kafka_storage_error: 503,
+}
+
+
+def _topic_error(result: EntryResult, name: str) -> web.HTTPException:
+    status = _TOPIC_ERRORS.get(result.error, 400)
+    message = f"topic {name!r} not found" if status == 404 else (result.message or result.error.name)
+    return json_error(status, message)
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    """Kafka's DeleteTopics: the topic, its partitions and its batches, durably."""
+    name = request.match_info["topic"]
+    admin = _topic_admin(request)
+    result = await _entry_result(lambda done: admin.delete_topics([name], [None], done))
+    if result.error:
+        raise _topic_error(result, name)
+    audit.admin_action(request, None, "topic %s deleted through the operator API", name)
+    return respond(TopicDeleted(name=name))
+
+
+async def change_topic_configs(request: web.Request) -> web.Response:
+    """Kafka's IncrementalAlterConfigs on one topic: SET for a value, DELETE (back to the default) for null."""
+    name = request.match_info["topic"]
+    body = await parse_body(request, TopicConfigChange)
+    admin = _topic_admin(request)
+    changes = [AlterConfig(k, SET if v is not None else DELETE, v) for k, v in sorted(body.configs.items())]
+    resource = ConfigResource(TOPIC_RESOURCE, name, changes)
+    result = await _entry_result(lambda done: admin.alter_configs([resource], False, done))
+    if result.error:
+        raise _topic_error(result, name)
+    audit.admin_action(request, None, "topic %s configs changed through the operator API: %s", name, body.configs)
+    topic = request.app[keys.TOPICS].get(name)
+    return respond(_topic_view(admin, name, topic.partitions if topic is not None else 0))
 
 
 async def create_topic(request: web.Request) -> web.Response:
@@ -745,6 +841,17 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("GET", "/v1/topics", list_topics, "Registered topics", "topics", {200: TopicList}),
     Endpoint("POST", "/v1/topics", create_topic, "Register a topic", "topics",
              {200: TopicView, 201: TopicView, 409: ErrorBody}, body=TopicCreate, mutating=True),
+    Endpoint("DELETE", "/v1/topics/{topic}", delete_topic, "Delete a topic", "topics",
+             {200: TopicDeleted, 403: ErrorBody, 404: ErrorBody, 503: ErrorBody}, mutating=True,
+             path_descriptions={"topic": "The topic's name."},
+             description="Kafka's DeleteTopics: the topic leaves Metadata at once, its partitions and batches are "
+             "deleted durably; 403 for the internal __consumer_offsets."),
+    Endpoint("PATCH", "/v1/topics/{topic}/configs", change_topic_configs, "Change a topic's configs", "topics",
+             {200: TopicView, 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 503: ErrorBody},
+             body=TopicConfigChange, mutating=True, path_descriptions={"topic": "The topic's name."},
+             description="Kafka's IncrementalAlterConfigs: a value sets a config, null puts it back to its default. "
+             "Served: cleanup.policy (delete only), max.message.bytes, message.timestamp.type, retention.ms, "
+             "retention.bytes; anything else is 400."),
     Endpoint("GET", "/healthz", healthz, "Alive", "health", {200: Health}),
     Endpoint("GET", "/readyz", readyz, "Loaded, storage writable", "health", {200: Readiness, 503: Readiness}),
 ]  # fmt: skip

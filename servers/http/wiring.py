@@ -17,7 +17,12 @@ from typing import Any
 
 from aiohttp import web
 
-from broker.partitions import Broker
+        broker: Broker | None = None,
+        admin: TopicAdmin | None = None,
+    ) -> web.Application:
+        return create_http_app(
+            core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
+            token=token, activity=self.activity, broker=broker, admin=admin,
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
 from runtime.metrics import Metrics
@@ -50,4 +55,9 @@ class Operator:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
             token=token, activity=self.activity, broker=broker,
+        admin: TopicAdmin | None = None,
+    ) -> web.Application:
+        return create_http_app(
+            core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
+            token=token, activity=self.activity, admin=admin,
         )  # fmt: skip

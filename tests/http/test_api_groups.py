@@ -242,9 +242,13 @@ async def test_rebalance_in_progress_and_session_timeout(world: World, client: C
 
 async def test_topics_list_register_grow_and_errors(world: World, client: Client) -> None:
     body = await get_json(client, "/v1/topics")
-    assert body == {"topics": [{"name": "orders", "partitions": 4}, {"name": "payments", "partitions": 2}]}
+    assert [(t["name"], t["partitions"], t["internal"], t["log"]) for t in body["topics"]] == [
+        ("orders", 4, False, []),  # no broker in this world: no offsets
+        ("payments", 2, False, []),
+    ]
     r = await client.post("/v1/topics", json={"name": "clicks", "partitions": 3})
-    assert r.status == 201 and await r.json() == {"name": "clicks", "partitions": 3}
+    created = await r.json()
+    assert r.status == 201 and (created["name"], created["partitions"]) == ("clicks", 3)
     g = world.topics.get("clicks")
     assert g is not None and g.partitions == 3
     r = await client.post("/v1/topics", json={"name": "clicks", "partitions": 3})
@@ -307,6 +311,8 @@ async def test_openapi_document_lists_every_route(client: Client) -> None:
         ("/v1/groups/{group}/members/{instance}", "delete"),
         ("/v1/topics", "get"),
         ("/v1/topics", "post"),
+        ("/v1/topics/{topic}", "delete"),
+        ("/v1/topics/{topic}/configs", "patch"),
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),

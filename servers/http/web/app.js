@@ -579,10 +579,90 @@ function refreshActionChoices(group) {
   if (instances.includes(chosen)) select.value = chosen;
 }
 
+// ------------------------------------------------------------------------------------------------ topics page
+
+function fmtBytes(n) {
+  if (n === undefined || n === null) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return i === 0 ? `${n} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+function fmtPeriod(ms) {
+  // retention periods are set in whole days, hours or minutes: say them so (7 d, not 168.0 h)
+  for (const [unit, size] of [["d", 86400000], ["h", 3600000], ["min", 60000]]) {
+    if (ms >= size && ms % size === 0) return `${ms / size} ${unit}`;
+  }
+  return fmtDuration(ms);
+}
+
+function fmtRetention(configs, own) {
+  const ms = configs["retention.ms"];
+  const bytes = configs["retention.bytes"];
+  const time = ms === undefined ? "–" : ms === "-1" ? "forever" : fmtPeriod(Number(ms));
+  const size = bytes === undefined || Number(bytes) < 0 ? "no size limit" : fmtBytes(Number(bytes));
+  const mark = (key) => (key in own ? ' <span class="muted" title="set on the topic">(topic)</span>' : "");
+  return `${esc(time)}${mark("retention.ms")} · ${esc(size)}${mark("retention.bytes")}`;
+}
+
+function topicsSkeleton() {
+  view.dataset.view = "topics";
+  view.innerHTML = `
+    <h1>Topics</h1>
+    <div class="cards" id="topic-cards"></div>
+    <table id="topics">
+      <thead><tr><th>Topic</th><th class="num">Partition</th><th class="num" title="the first offset a consumer
+        can read (moved by retention and DeleteRecords)">Log start</th><th class="num" title="the high watermark">Log
+        end</th><th class="num">Records</th><th class="num">Bytes</th><th>Retention (time · size)</th>
+        <th>Cleanup</th></tr></thead>
+      <tbody id="topics-body"></tbody>
+    </table>`;
+}
+
+async function refreshTopics() {
+  const data = await api("/v1/topics");
+  const topics = data.topics;
+  let bytes = 0;
+  let partitions = 0;
+  for (const t of topics) {
+    bytes += t.size_bytes || 0;
+    partitions += t.partitions;
+  }
+  patch(region("topic-cards"), [
+    ["Topics", topics.length],
+    ["Partitions", partitions],
+    ["Stored", fmtBytes(bytes)],
+  ].map(([l, n]) => `<div class="card"><div class="n">${n}</div><div class="l">${l}</div></div>`).join(""));
+  const rows = topics.map((t) => {
+    const configs = t.configs || {};
+    const own = t.own_configs || {};
+    const log = t.log && t.log.length ? t.log : [{ partition: null }];
+    const internal = t.internal ? ' <span class="badge kind">internal</span>' : "";
+    return log.map((p, i) => `
+    <tr data-topic="${esc(t.name)}" data-partition="${p.partition ?? ""}">
+      <td>${i === 0 ? `<strong>${esc(t.name)}</strong>${internal}` : ""}</td>
+      <td class="num">${p.partition ?? "–"}</td>
+      <td class="num log-start">${p.log_start_offset ?? "–"}</td>
+      <td class="num log-end">${p.log_end_offset ?? "–"}</td>
+      <td class="num">${p.log_end_offset === undefined ? "–" : p.log_end_offset - p.log_start_offset}</td>
+      <td class="num bytes" title="${p.size_bytes ?? ""} bytes">${fmtBytes(p.size_bytes)}</td>
+      <td class="retention">${i === 0 ? fmtRetention(configs, own) : ""}</td>
+      <td>${i === 0 ? esc(configs["cleanup.policy"] || "–") : ""}</td>
+    </tr>`).join("");
+  }).join("");
+  patch(region("topics-body"), rows || '<tr><td colspan="8" class="muted">No topics.</td></tr>');
+}
+
 // ----------------------------------------------------------------------------------------------------- router
 
 function currentRoute() {
   const hash = location.hash || "#/";
+  if (/^#\/topics\b/.test(hash)) return { key: "topics", group: null, topics: true };
   const m = hash.match(/^#\/group\/([^?]+)/);
   return m ? { key: `group:${m[1]}`, group: decodeURIComponent(m[1]) } : { key: `groups:${hash}`, group: null };
 }
@@ -594,10 +674,10 @@ async function refresh() {
     if (route.key !== routeKey) {
       routeKey = route.key;
       page = {};
-      if (route.group !== null) groupSkeleton(route.group); else groupsSkeleton();
+      if (route.topics) topicsSkeleton(); else if (route.group !== null) groupSkeleton(route.group); else groupsSkeleton();
     }
     await Promise.all([
-      route.group !== null ? refreshGroup(route.group) : refreshGroups(),
+      route.topics ? refreshTopics() : route.group !== null ? refreshGroup(route.group) : refreshGroups(),
       refreshHealth(),
     ]);
     statusEl.innerHTML = `updated ${fmtTime(Date.now())}`;

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
+from broker.admin import TopicAdmin
 from broker.partitions import Broker, MemoryDataLog
 from broker.topics import TopicRegistry
 from coordinator.clock import ManualClock, ManualTimer
@@ -40,6 +41,7 @@ class Harness:
         self.broker = Broker(self.topics, MemoryDataLog(), self.clock.now_ms, keep_bytes=True)
         self.broker.start()
         self.services.broker = self.broker
+        self.services.admin = TopicAdmin(self.broker, node_id=7)
 
     def call(self, api_key: int, version: int, client_id: str = "cid", **fields: Any) -> Any:
         """The handler's result (a response, or a coroutine for a parked request). Checks the response encodes."""

@@ -37,6 +37,8 @@ KAFKA_NAMES: dict[str, tuple[str, str]] = {
     "auto.create.topics.enable": ("topics", "auto_create"),
     "num.partitions": ("topics", "num_partitions"),
     "log.retention.ms": ("topics", "log_retention_ms"),
+    "log.retention.minutes": ("topics", "log_retention_minutes"),
+    "log.retention.hours": ("topics", "log_retention_hours"),
     "log.retention.bytes": ("topics", "log_retention_bytes"),
     "log.retention.check.interval.ms": ("topics", "log_retention_check_interval_ms"),
     "message.max.bytes": ("topics", "message_max_bytes"),
@@ -159,7 +161,9 @@ class TopicSettings(_Section):
     initial: dict[str, int] = Field(default_factory=dict)  # topic name -> partitions, created at start
     # Broker-level defaults of the topic configs (broker/configs.py); None: Kafka's default (retention 7 days, no
     # size limit, 1048588-byte batches). A topic's own configs (CreateTopics, IncrementalAlterConfigs) win.
-    log_retention_ms: int | None = Field(default=None, ge=-1)  # log.retention.ms (-1: keep for ever)
+    log_retention_ms: int | None = Field(default=None, ge=-1)  # log.retention.ms (-1: keep for ever) ...
+    log_retention_minutes: int | None = Field(default=None, ge=-1)  # ... else log.retention.minutes ...
+    log_retention_hours: int | None = Field(default=None, ge=-1)  # ... else log.retention.hours (Kafka's precedence)
     log_retention_bytes: int | None = None  # log.retention.bytes per partition (negative: no limit)
     message_max_bytes: int | None = Field(default=None, ge=0)  # message.max.bytes
     log_retention_check_interval_ms: int = Field(default=300_000, ge=1)  # log.retention.check.interval.ms
@@ -167,8 +171,12 @@ class TopicSettings(_Section):
 
     def topic_defaults(self) -> dict[str, str]:
         """The broker-level defaults set here, by their topic-level names (``broker.configs``)."""
+        retention = self.log_retention_ms
+        for value, unit_ms in ((self.log_retention_minutes, 60_000), (self.log_retention_hours, 3_600_000)):
+            if retention is None and value is not None:
+                retention = value * unit_ms if value >= 0 else -1
         names = {
-            "retention.ms": self.log_retention_ms,
+            "retention.ms": retention,
             "retention.bytes": self.log_retention_bytes,
             "max.message.bytes": self.message_max_bytes,
         }

@@ -114,3 +114,17 @@ def test_log_lines_lift_the_group_id() -> None:
     assert "group=orders" in line and 'msg="stable at 3"' in line and "level=info" in line
     parsed = json.loads(JsonFormatter().format(record))
     assert (parsed["group"], parsed["msg"], parsed["logger"]) == ("orders", "stable at 3", "coordinator.group")
+
+
+def test_topic_config_defaults_take_kafka_names_and_precedence() -> None:
+    args = build_parser().parse_args(["serve", "--set", "log.retention.hours=2", "--set", "log.retention.bytes=1000"])
+    s = settings_from_args(args)
+    assert s.topics.topic_defaults() == {"retention.ms": "7200000", "retention.bytes": "1000"}
+    args = build_parser().parse_args(
+        ["serve", "--set", "log.retention.hours=2", "--set", "log.retention.ms=5", "--set", "message.max.bytes=10",
+         "--set", "log.retention.check.interval.ms=100"]
+    )  # fmt: skip
+    s = settings_from_args(args)
+    assert s.topics.topic_defaults() == {"retention.ms": "5", "max.message.bytes": "10"}
+    assert s.topics.log_retention_check_interval_ms == 100
+    assert settings_from_args(build_parser().parse_args(["serve"])).topics.topic_defaults() == {}

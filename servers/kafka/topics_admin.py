@@ -15,7 +15,8 @@ v1 / OffsetForLeaderEpoch v2 (a consumer validating its position after a leader 
 * DescribeConfigs v1-4 - synonyms when ``include_synonyms``; v3+ ``config_type`` (documentation: null).
 * OffsetForLeaderEpoch v2-4 - a consumer's request (v3+ ``replica_id`` -1); a follower's is answered the same.
 
-Requests that change something are answered once their records are durable. ``timeout_ms`` is not waited on: one
+Requests that change something are answered once their records are durable, and each change is logged at INFO
+with who asked (``audit.admin_action``). ``timeout_ms`` is not waited on: one
 node has nothing to wait for beyond its own write.
 """
 
@@ -29,6 +30,7 @@ from broker.configs import DescribedConfig
 from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
 
+from . import audit
 from ._util import response_cls, then
 from .build import build
 from .context import RequestContext, Services
@@ -73,10 +75,17 @@ def handle_create_topics(services: Services, ctx: RequestContext, body: Any) -> 
         for t in body.topics
     ]
 
+    validate_only = bool(body.validate_only)
+
     def answer(results: list[EntryResult]) -> Any:
+        if not validate_only:
+            for r in results:
+                if r.error == ErrorCode.none:
+                    audit.admin_action(ctx, None, "topic %s created with %d partitions (CreateTopics)", r.name,
+                                       r.partitions)  # fmt: skip
         return build(response_cls(ctx), {"topics": [_created(r) for r in results]})
 
-    return _wait(ctx, lambda done: _admin(services).create_topics(topics, bool(body.validate_only), done), answer)
+    return _wait(ctx, lambda done: _admin(services).create_topics(topics, validate_only, done), answer)
 
 
 def _created(r: EntryResult) -> dict[str, Any]:
@@ -110,6 +119,9 @@ def handle_delete_topics(services: Services, ctx: RequestContext, body: Any) -> 
         ids = [None] * len(names)
 
     def answer(results: list[EntryResult]) -> Any:
+        for r in results:
+            if r.error == ErrorCode.none:
+                audit.admin_action(ctx, None, "topic %s deleted (DeleteTopics)", r.name)
         responses = [
             {
                 "name": r.name if r.name is not None or hasattr(body, "topics") else "",
@@ -137,13 +149,18 @@ def handle_create_partitions(services: Services, ctx: RequestContext, body: Any)
         for t in body.topics
     ]
 
+    validate_only = bool(body.validate_only)
+
     def answer(results: list[EntryResult]) -> Any:
+        for r, (_name, count, _) in zip(results, topics, strict=True):
+            if r.error == ErrorCode.none and not validate_only:
+                audit.admin_action(ctx, None, "topic %s grown to %d partitions (CreatePartitions)", r.name, count)
         return build(
             response_cls(ctx),
             {"results": [{"name": r.name, "error_code": r.error, "error_message": r.message} for r in results]},
         )
 
-    return _wait(ctx, lambda done: _admin(services).create_partitions(topics, bool(body.validate_only), done), answer)
+    return _wait(ctx, lambda done: _admin(services).create_partitions(topics, validate_only, done), answer)
 
 
 # ------------------------------------------------------------------------------------------------ configs
@@ -210,7 +227,15 @@ def _alter_configs(services: Services, ctx: RequestContext, body: Any, *, replac
         for r in body.resources
     ]
 
+    validate_only = bool(body.validate_only)
+
     def answer(results: list[EntryResult]) -> Any:
+        for r, res in zip(results, resources, strict=True):
+            if r.error == ErrorCode.none and not validate_only:
+                changes = ", ".join(
+                    f"{c.name}={c.value}" if c.op == SET else f"{c.name} op {c.op}" for c in res.configs
+                )
+                audit.admin_action(ctx, None, "topic %s configs changed: %s", r.name, changes or "reset")
         return build(
             response_cls(ctx),
             {
@@ -226,7 +251,6 @@ def _alter_configs(services: Services, ctx: RequestContext, body: Any, *, replac
             },
         )
 
-    validate_only = bool(body.validate_only)
     return _wait(
         ctx, lambda done: _admin(services).alter_configs(resources, validate_only, done, replace=replace), answer
     )
@@ -239,6 +263,10 @@ def handle_delete_records(services: Services, ctx: RequestContext, body: Any) ->
     entries = [(t.name, int(p.partition_index), int(p.offset)) for t in body.topics for p in t.partitions]
 
     def answer(results: list[EntryResult]) -> Any:
+        for (topic, index, _), r in zip(entries, results, strict=True):
+            if r.error == ErrorCode.none:
+                audit.admin_action(ctx, None, "records of %s-%d deleted below %d (DeleteRecords)", topic, index,
+                                   r.partitions, throttle=True)  # fmt: skip
         it = iter(results)
         topics = []
         for t in body.topics:

@@ -12,7 +12,8 @@ Kafka's errors, per entry:
   replication factor 0 or below -1: INVALID_REPLICATION_FACTOR, above 1 (one broker): INVALID_REPLICATION_FACTOR;
   manual assignments with partitions or replication factor set: INVALID_REQUEST, naming another broker or a
   partition twice: INVALID_REPLICA_ASSIGNMENT; a config we do not serve or a bad value: INVALID_CONFIG. -1
-  partitions is ``num.partitions``. Beyond Kafka: more than ``max_partitions`` partitions: INVALID_PARTITIONS.
+  partitions is ``num.partitions``. Beyond Kafka: more than ``max_partitions`` partitions: INVALID_PARTITIONS, more
+  than ``max_total_partitions`` in all topics together: POLICY_VIOLATION (also for CreatePartitions).
 * DeleteTopics - unknown name: UNKNOWN_TOPIC_OR_PARTITION, unknown id: UNKNOWN_TOPIC_ID, named twice:
   INVALID_REQUEST. ``__consumer_offsets`` is the coordinator's: TOPIC_AUTHORIZATION_FAILED (what a Kafka cluster
   that protects it with ACLs answers).
@@ -132,10 +133,19 @@ class _Join:
 
 
 class TopicAdmin:
-    def __init__(self, broker: Broker, *, node_id: int, max_partitions: int = 10_000) -> None:
+    def __init__(
+        self, broker: Broker, *, node_id: int, max_partitions: int = 10_000, max_total_partitions: int = 200_000
+    ) -> None:
         self.broker = broker
         self.node_id = node_id
-        self.max_partitions = max_partitions
+        self.max_partitions = max_partitions  # per topic
+        self.max_total_partitions = max_total_partitions  # every topic together (0: no limit)
+
+    def _total_partitions(self) -> int:
+        return sum(t.partitions for t in self.broker.topics.all())
+
+    def _over_total(self, adding: int, total: int) -> bool:
+        return self.max_total_partitions > 0 and total + adding > self.max_total_partitions
 
     # ------------------------------------------------------------------------------------------------ topics
 
@@ -147,6 +157,7 @@ class TopicAdmin:
         counts: dict[str, int] = {}
         for t in topics:
             counts[t.name] = counts.get(t.name, 0) + 1
+        total = self._total_partitions()
         for t, result in zip(topics, results, strict=True):
             if counts[t.name] > 1:
                 result.error, result.message = ErrorCode.invalid_request, "Duplicate topic name."
@@ -155,6 +166,11 @@ class TopicAdmin:
             if checked is None:
                 continue
             partitions, own = checked
+            if self._over_total(partitions, total):
+                result.error = ErrorCode.policy_violation
+                result.message = f"This daemon holds at most {self.max_total_partitions} partitions in all."
+                continue
+            total += partitions
             result.partitions, result.replication_factor = partitions, 1
             result.topic_id = topic_id_for(t.name)
             result.configs = describe_topic_configs(own, self.broker.defaults)
@@ -283,6 +299,7 @@ class TopicAdmin:
         counts: dict[str, int] = {}
         for name, _, _ in topics:
             counts[name] = counts.get(name, 0) + 1
+        total = self._total_partitions()
         for (name, count, assignments), result in zip(topics, results, strict=True):
             topic = self.broker.topics.get(name)
             if counts[name] > 1:
@@ -310,8 +327,13 @@ class TopicAdmin:
             elif assignments is not None and any(list(a) != [self.node_id] for a in assignments):
                 result.error = ErrorCode.invalid_replica_assignment
                 result.message = f"Every partition must be on broker {self.node_id}, the only one."
-            elif not validate_only:
-                self.broker.grow_topic(name, count, join.wait(result))
+            elif self._over_total(count - topic.partitions, total):
+                result.error = ErrorCode.policy_violation
+                result.message = f"This daemon holds at most {self.max_total_partitions} partitions in all."
+            else:
+                total += count - topic.partitions
+                if not validate_only:
+                    self.broker.grow_topic(name, count, join.wait(result))
         join.release()
 
     # ------------------------------------------------------------------------------------------------ configs

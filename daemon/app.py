@@ -105,7 +105,13 @@ class App:
             cluster_name=settings.kafka.cluster_id,
         )  # fmt: skip
         k = settings.kafka
-        self.admin = TopicAdmin(self.broker, node_id=k.node_id, max_partitions=settings.topics.max_partitions_per_topic)
+        t = settings.topics
+        self.admin = TopicAdmin(
+            self.broker,
+            node_id=k.node_id,
+            max_partitions=t.max_partitions_per_topic,
+            max_total_partitions=t.max_partitions,
+        )
         self.services = Services(
             coordinator=self.coordinator,
             topics=self.topics,

@@ -168,6 +168,7 @@ class TopicSettings(_Section):
     message_max_bytes: int | None = Field(default=None, ge=0)  # message.max.bytes
     log_retention_check_interval_ms: int = Field(default=300_000, ge=1)  # log.retention.check.interval.ms
     max_partitions_per_topic: int = Field(default=10_000, ge=1)  # CreateTopics / CreatePartitions beyond: refused
+    max_partitions: int = Field(default=200_000, ge=0)  # all topics together, through the admin APIs (0: no limit)
 
     def topic_defaults(self) -> dict[str, str]:
         """The broker-level defaults set here, by their topic-level names (``broker.configs``)."""

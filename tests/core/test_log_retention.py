@@ -194,6 +194,21 @@ def test_create_topics_checks_like_kafka() -> None:
     assert only[0].error == ErrorCode.none and env.topics.get("check") is None  # validate_only
 
 
+def test_partitions_in_all_topics_are_bounded() -> None:
+    env = Env()  # "t" has 2 partitions
+    a = TopicAdmin(env.broker, node_id=1, max_partitions=100, max_total_partitions=10)
+    got: list[list[EntryResult]] = []
+    a.create_topics([CreateTopic("a", 5), CreateTopic("b", 4)], False, got.append)
+    env.log.commit()
+    assert [r.error for r in got[0]] == [ErrorCode.none, ErrorCode.policy_violation]  # 2 + 5 + 4 > 10
+    got = []
+    a.create_partitions([("t", 5, None)], False, got.append)  # 2 + 5 + 3 = 10: still fits
+    env.log.commit()
+    assert got[0][0].error == ErrorCode.none
+    results = answer(lambda done: a.create_partitions([("t", 6, None)], False, done))
+    assert results[0].error == ErrorCode.policy_violation
+
+
 def test_delete_topic_wakes_fetches_and_is_durable() -> None:
     env = Env()
     fill(env, 1)

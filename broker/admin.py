@@ -500,5 +500,6 @@ class TopicAdmin:
 
 
 def describe_configs_of(broker: Broker, name: str) -> Mapping[str, str]:
-    """A topic's effective configs by name (the operator API)."""
-    return {c.name: c.value for c in describe_topic_configs(broker.topic_configs(name), broker.defaults)}
+    """A topic's effective configs by name (the operator API), as DescribeConfigs reports them."""
+    own = INTERNAL_CONFIGS if is_internal_topic(name) else broker.topic_configs(name)
+    return {c.name: c.value for c in describe_topic_configs(own, broker.defaults)}

@@ -31,7 +31,7 @@ Kafka's errors, per entry:
 * OffsetForLeaderEpoch - one node, one epoch per partition (``Partition.epoch``): a current leader epoch below it
   FENCED_LEADER_EPOCH, above it UNKNOWN_LEADER_EPOCH; the requested epoch equal to it: its end offset is the high
   watermark (the durable end, which is the log end as a reader sees it); an older epoch has no entry here (the
-  partition began with this one): the current epoch and its start, the log start; a newer one: -1, -1
+  partition began with this one): that epoch, ending where the current one starts (the log start); a newer one: -1, -1
   (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET), as Kafka's leader-epoch cache answers.
 """
 
@@ -496,7 +496,7 @@ class TopicAdmin:
             return ErrorCode.none, p.epoch, p.high_watermark
         if leader_epoch < 0 or leader_epoch > p.epoch:
             return ErrorCode.none, -1, -1
-        return ErrorCode.none, p.epoch, p.log_start
+        return ErrorCode.none, leader_epoch, p.log_start  # older than every epoch here: it ends where ours starts
 
 
 def describe_configs_of(broker: Broker, name: str) -> Mapping[str, str]:

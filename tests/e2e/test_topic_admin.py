@@ -224,6 +224,8 @@ def test_retention_moves_the_log_start_and_resets_a_consumer(daemon: Daemon) -> 
     old = int(time.time() * 1000) - 600_000
     produce(daemon, topic, 5, timestamp_ms=old)  # ten minutes old: beyond retention.ms
     wait_for(lambda: earliest(daemon, topic) == 5, 10, "retention moved the log start")
+    [partition] = http_topics(daemon)[topic]["log"]  # the operator API sees the same
+    assert (partition["log_start_offset"], partition["log_end_offset"], partition["size_bytes"]) == (5, 5, 0)
     produce(daemon, topic, 3)
     consumer = KafkaConsumer(bootstrap_servers=daemon.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
     try:

@@ -221,6 +221,8 @@ class Broker:
         self._configs: dict[str, tuple[tuple[str, str], ...]] = {}  # configs set on each topic
         self._config_cache: dict[str, TopicConfig] = {}
         self._recorded: dict[str, int] = {}  # topic -> partition count known durable (or being written)
+        self.deleted_batches = 0  # batches (and their bytes) deleted below moved log starts, since start
+        self.deleted_bytes = 0
         self._started = False
 
     # ------------------------------------------------------------------------------------------------ topics
@@ -565,7 +567,9 @@ class Broker:
         def done(failure: Any) -> None:
             for p, start in moves:
                 if failure is None:
-                    p.trim(start)
+                    size = p.size_bytes
+                    self.deleted_batches += p.trim(start)
+                    self.deleted_bytes += size - p.size_bytes
                 else:
                     p.pending_start = p.log_start
             if on_done is not None:

@@ -104,6 +104,7 @@ class App:
             ),
             cluster_name=settings.kafka.cluster_id,
         )  # fmt: skip
+        self.metrics.watch_log(self.broker)
         k = settings.kafka
         t = settings.topics
         self.admin = TopicAdmin(

@@ -594,6 +594,28 @@ class Metrics:
 
         self.registry.register(_TopicsCollector())
 
+    def watch_log(self, broker: Any) -> None:
+        """The data path's stored log, read at scrape time from ``broker`` (``broker.partitions.Broker``): bytes
+        kept (a running total per partition, summed), and what retention and DeleteRecords deleted."""
+
+        class _LogCollector(Collector):
+            def describe(self) -> Iterable[Metric]:
+                return []
+
+            def collect(self) -> Iterator[Metric]:
+                kept = sum(p.size_bytes for p in broker.partitions())
+                yield GaugeMetricFamily("kgc_log_size_bytes", "Bytes of the record batches kept.", value=kept)
+                yield CounterMetricFamily(
+                    "kgc_log_deleted_batches",
+                    "Record batches deleted below a moved log start (retention, DeleteRecords).",
+                    value=broker.deleted_batches,
+                )
+                yield CounterMetricFamily(
+                    "kgc_log_deleted_bytes", "Bytes of those batches.", value=broker.deleted_bytes
+                )
+
+        self.registry.register(_LogCollector())
+
     def render(self) -> bytes:
         """The text exposition format (``CONTENT_TYPE_LATEST``)."""
         return generate_latest(self.registry)

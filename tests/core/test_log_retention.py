@@ -45,7 +45,7 @@ def test_size_is_a_running_total_kept_on_append_and_trim() -> None:
 
 def test_time_retention_deletes_whole_old_batches_once_durable() -> None:
     env = Env(**{"retention.ms": "2500"})
-    fill(env, 4)  # batches at offsets 0, 3, 6, 9 with max timestamps 1002, 2002, 3002, 4002
+    sizes = fill(env, 4)  # batches at offsets 0, 3, 6, 9 with max timestamps 1002, 2002, 3002, 4002
     env.now = 5_000  # older than 2500 ms: max timestamp < 2500 -> the first two batches
     assert run_retention(env.broker) == 1
     p = env.broker.partition("t", 0)
@@ -55,6 +55,7 @@ def test_time_retention_deletes_whole_old_batches_once_durable() -> None:
     env.log.commit()
     assert env.log.durable[-1] == LogStartAdvanced("t", 0, 6, 0, 5_000)
     assert p.log_start == 6 and list(p.bases) == [6, 9]
+    assert (env.broker.deleted_batches, env.broker.deleted_bytes) == (2, sizes[0] + sizes[1])
     assert env.broker.read("t", 0, 5, 1 << 20, min_one=True).error == ErrorCode.offset_out_of_range
     got = env.broker.read("t", 0, 6, 1 << 20, min_one=True)
     assert got.error == ErrorCode.none and got.bases == [6, 9] and got.log_start_offset == 6

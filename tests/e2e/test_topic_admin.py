@@ -226,6 +226,10 @@ def test_retention_moves_the_log_start_and_resets_a_consumer(daemon: Daemon) -> 
     wait_for(lambda: earliest(daemon, topic) == 5, 10, "retention moved the log start")
     [partition] = http_topics(daemon)[topic]["log"]  # the operator API sees the same
     assert (partition["log_start_offset"], partition["log_end_offset"], partition["size_bytes"]) == (5, 5, 0)
+    with urllib.request.urlopen(f"{daemon.http_url}/metrics", timeout=5) as r:
+        metrics = r.read().decode()
+    [deleted] = [line for line in metrics.splitlines() if line.startswith("kgc_log_deleted_batches_total ")]
+    assert float(deleted.split()[1]) >= 5
     produce(daemon, topic, 3)
     consumer = KafkaConsumer(bootstrap_servers=daemon.bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
     try:

@@ -172,7 +172,7 @@ class Partition:
         drop = bisect_left(self.lasts, start)
         if drop:
             self.size_bytes -= sum(self.sizes[:drop])
-            for column in (self.bases, self.lasts, self.max_timestamps, self.sizes):
+            for column in (self.bases, self.lasts, self.max_timestamps, self.sizes, self.appended):
                 del column[:drop]
             if self.data is not None:
                 del self.data[:drop]

@@ -17,12 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-        broker: Broker | None = None,
-        admin: TopicAdmin | None = None,
-    ) -> web.Application:
-        return create_http_app(
-            core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
-            token=token, activity=self.activity, broker=broker, admin=admin,
+from broker.admin import TopicAdmin
+from broker.partitions import Broker
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
 from runtime.metrics import Metrics
@@ -51,13 +47,9 @@ class Operator:
         readiness: ReadinessProbe | None = None,
         token: str | None = None,
         broker: Broker | None = None,
-    ) -> web.Application:
-        return create_http_app(
-            core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
-            token=token, activity=self.activity, broker=broker,
         admin: TopicAdmin | None = None,
     ) -> web.Application:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
-            token=token, activity=self.activity, admin=admin,
+            token=token, activity=self.activity, broker=broker, admin=admin,
         )  # fmt: skip

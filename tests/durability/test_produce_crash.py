@@ -1,8 +1,9 @@
 """Issue #17, acceptance point 3: no acknowledged message is lost, reordered or moved when the daemon is SIGKILLed
 while producers append.
 
-A kafka-python producer (acks=all, no retries, one request in flight per connection, so that each message is sent
-at most once and in order) appends numbered messages to the three partitions of a topic, a new codec each round. A
+Three kafka-python producers, one per partition of a topic (acks=all, no retries, one request in flight per
+connection, so that each message is sent at most once and in order), append numbered messages, a new codec each
+round; three connections keep several appends in the storage writer's transactions at any moment. A
 message counts as acknowledged when its future succeeded; the offset it was told is remembered. At a random moment
 while acknowledgements flow the daemon is SIGKILLed, the producer is closed (what was in flight fails), the daemon
 restarts on the same storage, and the whole topic is read back from offset 0. Each round checks, on every
@@ -61,19 +62,31 @@ class Ledger:
     acked: dict[int, tuple[int, int]] = field(default_factory=dict)
     failed: set[int] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    next_seq: int = 0
 
     def acks(self) -> int:
         with self.lock:
             return len(self.acked)
 
+    def send(self, partition: int) -> int:
+        with self.lock:
+            seq = self.next_seq
+            self.next_seq += 1
+            self.sent[seq] = partition
+            return seq
+
+    def unsend(self, seq: int) -> None:
+        with self.lock:
+            del self.sent[seq]
+
 
 class Appender(threading.Thread):
-    """One producer for one round: sends numbered messages until told to stop, then closes (failing what is still
-    in flight)."""
+    """One producer of one partition for one round: sends numbered messages until told to stop, then closes
+    (failing what is still in flight)."""
 
-    def __init__(self, bootstrap: str, ledger: Ledger, first_seq: int, codec: str | None) -> None:
-        super().__init__(name="appender", daemon=True)
-        self.bootstrap, self.ledger, self.seq, self.codec = bootstrap, ledger, first_seq, codec
+    def __init__(self, bootstrap: str, ledger: Ledger, partition: int, codec: str | None) -> None:
+        super().__init__(name=f"appender-{partition}", daemon=True)
+        self.bootstrap, self.ledger, self.partition, self.codec = bootstrap, ledger, partition, codec
         self.stopping = threading.Event()
         self.error: BaseException | None = None
 
@@ -93,16 +106,11 @@ class Appender(threading.Thread):
         outstanding: list[Any] = []
         try:
             while not self.stopping.is_set():
-                seq = self.seq
-                self.seq += 1
-                partition = seq % PARTITIONS
-                with self.ledger.lock:
-                    self.ledger.sent[seq] = partition
+                seq = self.ledger.send(self.partition)
                 try:
-                    future = producer.send(TOPIC, key=b"k%d" % partition, value=value_of(seq), partition=partition)
+                    future = producer.send(TOPIC, key=b"k", value=value_of(seq), partition=self.partition)
                 except KafkaTimeoutError:  # the daemon is down: never handed to the producer, so never sent
-                    with self.ledger.lock:
-                        del self.ledger.sent[seq]
+                    self.ledger.unsend(seq)
                     continue
                 future.add_callback(self._acked, seq)
                 future.add_errback(self._failed, seq)
@@ -170,28 +178,29 @@ def test_acknowledged_messages_survive_sigkill(tmp_path: Path, backend: Backend)
     rng = random.Random(seed)
     daemon = make_daemon(tmp_path, backend).start()
     ledger = Ledger()
-    seq = 0
     unacked_stored = 0
     try:
         for rep in range(REPEATS):
             codec = CODECS[rep % len(CODECS)]
-            appender = Appender(daemon.bootstrap, ledger, seq, codec)
+            appenders = [Appender(daemon.bootstrap, ledger, p, codec) for p in range(PARTITIONS)]
             target = ledger.acks() + 300
 
-            def flowing(target: int = target, appender: Appender = appender) -> bool:
-                return ledger.acks() >= target or appender.error is not None
+            def flowing(target: int = target, appenders: list[Appender] = appenders) -> bool:
+                return ledger.acks() >= target or any(a.error is not None for a in appenders)
 
-            appender.start()
+            for a in appenders:
+                a.start()
             try:
                 wait_for(flowing, 60, f"rep {rep}: acknowledgements (seed {seed})")
                 time.sleep(rng.uniform(0, 0.3))  # a random moment while acknowledgements flow
                 daemon.kill()
-                appender.stopping.set()  # no new messages; what is queued goes to the restarted daemon or fails
+                for a in appenders:  # no new messages; what is queued goes to the restarted daemon or fails
+                    a.stopping.set()
                 daemon.start()
                 wait_for(lambda: ready(daemon.http_url), 30, "restarted daemon ready")
             finally:
-                appender.finish()
-            seq = appender.seq
+                for a in appenders:
+                    a.finish()
             with ledger.lock:
                 assert ledger.acked.keys() | ledger.failed == ledger.sent.keys(), "a send neither acked nor failed"
             _, unacked_stored = check(ledger, read_back(daemon.bootstrap))

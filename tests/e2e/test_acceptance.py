@@ -22,10 +22,13 @@ consumer polls: before Fetch was served, librdkafka retried Fetch v0 in a loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sqlite3
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +42,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import KafkaError
 from kafka.structs import TopicPartition as KpTopicPartition
+
+from protocol.record_batch import read_header
 
 from .daemon import Daemon
 from .helpers import wait_for
@@ -345,8 +350,18 @@ def produce_everything(bootstrap: str) -> dict[tuple[int, int], Message]:
     return produced
 
 
+def stored_codecs(daemon: Daemon) -> dict[int, int]:
+    """Batches per compression codec in the daemon's SQLite database (the daemon keeps what the producer sent)."""
+    db = daemon.workdir / "data" / "coordinator.db"
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        rows = conn.execute("SELECT data FROM partition_batches WHERE topic = ?", (TOPIC,)).fetchall()
+    return dict(Counter(read_header(data).compression for (data,) in rows))
+
+
 def test_every_client_and_codec_then_a_mixed_group_across_rebalances(daemon: Daemon) -> None:
     produced = produce_everything(daemon.bootstrap)
+    codecs = stored_codecs(daemon)
+    assert set(codecs) == set(range(len(CODECS))), codecs  # none, gzip, snappy, lz4, zstd: each client used each
     total = len(produced)
     assert total == len(CLIENTS) * len(CODECS) * PER_CODEC
     ends = {p: 1 + max(o for (q, o) in produced if q == p) for p in range(PARTITIONS)}
@@ -413,7 +428,8 @@ def test_every_client_and_codec_then_a_mixed_group_across_rebalances(daemon: Dae
     print(
         f"consumed {total} messages in {elapsed:.1f} s (join at {at_join}, leave at {at_leave}); {again} received "
         f"again (not yet committed when their partition moved); failed commits: "
-        f"{ {r.name: r.commits_failed for r in (kp, aio, ck)} }; moved partitions: {moved}"
+        f"{ {r.name: r.commits_failed for r in (kp, aio, ck)} }; moved partitions: {moved}; stored batches per "
+        f"codec: {codecs}"
     )
 
 
@@ -444,6 +460,7 @@ def test_an_idle_confluent_consumer_costs_the_daemon_almost_no_cpu(daemon: Daemo
         while time.monotonic() - settle < 2:  # caught up: the first Fetches from the log end came back empty
             assert consumer.poll(0.2) is None
         cpu, wall = process_cpu_seconds(pid), time.monotonic()
+        assert cpu > 0  # the reading works: starting the daemon alone took CPU
         while time.monotonic() - wall < 5:
             assert consumer.poll(0.5) is None
         used, elapsed = process_cpu_seconds(pid) - cpu, time.monotonic() - wall

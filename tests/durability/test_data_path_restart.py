@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer
 from kafka.structs import OffsetAndMetadata, TopicPartition
@@ -22,6 +23,8 @@ from tests.e2e.helpers import wait_for
 
 from .clients import ready
 from .conftest import Backend, make_daemon
+
+pytestmark = pytest.mark.e2e
 
 CONFIGURED = "dur6"  # 6 partitions (conftest.DAEMON_TOPICS)
 AUTO = "auto-made"  # auto-created with num.partitions=3

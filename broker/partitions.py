@@ -37,7 +37,7 @@ from protocol.record_batch import BatchError, BatchHeader, Compression, read_pro
 
 from .configs import CONFIG_NAMES, DEFAULT_MAX_MESSAGE_BYTES, TopicConfig
 from .records import BatchAppended, DataRecord, LogStartAdvanced, TopicCreated, TopicDeleted
-from .topics import Topic, TopicRegistry
+from .topics import Topic, TopicRegistry, is_internal_topic
 
 __all__ = [
     "CONFIG_NAMES",
@@ -228,13 +228,18 @@ class Broker:
     # ------------------------------------------------------------------------------------------------ topics
 
     def load(self, topics: Iterable[TopicCreated], partitions: Iterable[PartitionSnapshot]) -> None:
-        """Stored topics and partitions, before ``start``: the registry grows to the stored partition counts."""
+        """Stored topics and partitions, before ``start``: the registry grows to the stored partition counts. An
+        internal topic is never stored (one stored by an older version, when its name was not reserved, is skipped)."""
         for t in topics:
+            if is_internal_topic(t.name):
+                continue
             self._recorded[t.name] = max(self._recorded.get(t.name, 0), t.partitions)
             self._configs[t.name] = t.configs
             self._config_cache.pop(t.name, None)
             self.topics.add(t.name, t.partitions)
         for s in partitions:
+            if is_internal_topic(s.topic):
+                continue
             p = Partition(s.topic, s.partition, keep_bytes=self.keep_bytes, epoch=s.epoch, start=s.log_start_offset)
             for base, last, max_ts, size, appended in s.batches:
                 p.add(base, last, max_ts, size, appended=appended)
@@ -247,7 +252,11 @@ class Broker:
             return
         self._started = True
         self.topics.on_change(self._topic_changed)
-        records = [self._topic_record(t) for t in self.topics.all() if self._recorded.get(t.name, 0) < t.partitions]
+        records = [
+            self._topic_record(t)
+            for t in self.topics.all()
+            if self._recorded.get(t.name, 0) < t.partitions and not is_internal_topic(t.name)
+        ]
         if records:
             self.log.append(records, self._topics_written(records))
 
@@ -280,7 +289,7 @@ class Broker:
     def _topic_changed(self, topic: Topic) -> None:
         if self.topics.get(topic.name) is not topic:  # removed: delete_topic writes its record
             return
-        if self._recorded.get(topic.name, 0) < topic.partitions:
+        if self._recorded.get(topic.name, 0) < topic.partitions and not is_internal_topic(topic.name):
             record = self._topic_record(topic)
             self.log.append([record], self._topics_written([record]))
 
@@ -300,7 +309,8 @@ class Broker:
     def partition(self, topic: str, index: int) -> Partition | None:
         p = self._partitions.get((topic, index))
         if p is None and self.topics.has_partition(topic, index):
-            p = self._partitions[(topic, index)] = Partition(topic, index, keep_bytes=self.keep_bytes)
+            keep = self.keep_bytes or is_internal_topic(topic)  # an internal topic is rendered, not stored
+            p = self._partitions[(topic, index)] = Partition(topic, index, keep_bytes=keep)
         return p
 
     # ------------------------------------------------------------------------------------------------ produce
@@ -322,6 +332,9 @@ class Broker:
             p = self.partition(topic, index)
             if p is None:
                 answers.append(Appended(ErrorCode.unknown_topic_or_partition))
+                continue
+            if is_internal_topic(topic):  # Kafka's ReplicaManager: "Cannot append to internal topic"
+                answers.append(Appended(ErrorCode.invalid_topic_exception, message=f"cannot append to {topic}"))
                 continue
             header = self._check(p, data, zstd_allowed)
             if isinstance(header, Appended):
@@ -371,7 +384,7 @@ class Broker:
                     p.next_offset = p.high_watermark
                     p.failed = False
             for p in woken:
-                self._wake(p)
+                self.wake(p)
             on_done([a for a in answers if a is not None])
 
         self.log.append(records, done)
@@ -446,7 +459,8 @@ class Broker:
         return cancel
 
     @staticmethod
-    def _wake(p: Partition) -> None:
+    def wake(p: Partition) -> None:
+        """Call (and forget) the partition's watchers: after a durable append."""
         watchers, p.watchers = p.watchers, []
         for callback in watchers:
             callback()

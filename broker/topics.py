@@ -67,6 +67,8 @@ def parse_topic_spec(spec: str) -> tuple[str, int]:
         raise ValueError(f"bad topic spec {spec!r}: partitions must be >= 1")
     if not is_legal_topic_name(name):
         raise ValueError(f"bad topic spec {spec!r}: illegal topic name")
+    if is_internal_topic(name):
+        raise ValueError(f"bad topic spec {spec!r}: {name} is internal (offsets.topic.num.partitions sizes it)")
     return name, partitions
 
 
@@ -179,7 +181,7 @@ class TopicRegistry:
         """The topic, created with ``num.partitions`` if auto-creation is on, the request allows it, the name is
         legal and no limit is reached (``created_in_request``: how many this request has created so far)."""
         topic = self._by_name.get(name)
-        if topic is not None or not (self.auto_create and allowed):
+        if topic is not None or not (self.auto_create and allowed) or is_internal_topic(name):
             return topic
         refusal = self._refusal(name, client, created_in_request)
         if refusal is not None:

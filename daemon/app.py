@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.admin import TopicAdmin
+from broker.offsets_topic import OffsetsTopic
 from broker.partitions import Broker, DataLog, MemoryDataLog, PartitionSnapshot
 from broker.records import TopicCreated
 from broker.topics import TopicRegistry
@@ -29,6 +30,7 @@ from runtime.activity import GroupActivity
 from runtime.lag import group_lags
 from runtime.loop import AsyncioTimer
 from runtime.metrics import Metrics
+from runtime.offsets_topic import OffsetsTopicRenderer
 from runtime.record_stream import RecordStream
 from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
 from servers.http.readiness import readiness_probe, sql_ping
@@ -105,6 +107,11 @@ class App:
             cluster_name=settings.kafka.cluster_id,
         )  # fmt: skip
         self.metrics.watch_log(self.broker)
+        # __consumer_offsets: rendered from the coordinator's durable state records (runtime.offsets_topic).
+        shards = self.coordinator.config.offsets_topic_num_partitions
+        self.offsets_topic = OffsetsTopic(self.broker, shards, self.clock.now_ms)
+        self.offsets_renderer = OffsetsTopicRenderer(self.offsets_topic, shards)
+        self.records.listen(self.offsets_renderer)
         k = settings.kafka
         t = settings.topics
         self.admin = TopicAdmin(
@@ -199,10 +206,12 @@ class App:
                 http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes
             )
         # Durable logs (SqlRecordLog) return the stored state records; replay them before anything runs.
-        replayed = 0
-        for record in await self.record_log.load():
+        loaded = await self.record_log.load()
+        for record in loaded:
             self.coordinator.replay(record)
-            replayed += 1
+        replayed = len(loaded)
+        self.offsets_renderer.load(loaded)  # before on_loaded, whose records must come after the loaded state
+        del loaded
         self.coordinator.on_loaded()
         if self.data is not None:
             self.broker.load(*await self.data.load_data())

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from broker.topics import is_internal_topic
 from coordinator.config import GroupConfig
 
 # Kafka setting name -> (section, field). Values are converted by the field's type (minutes stay minutes).
@@ -187,6 +188,8 @@ class TopicSettings(_Section):
     @classmethod
     def _positive(cls, value: dict[str, int]) -> dict[str, int]:
         for name, count in value.items():
+            if is_internal_topic(name):
+                raise ValueError(f"topic {name!r} is internal: offsets.topic.num.partitions sizes it")
             if count < 1:
                 raise ValueError(f"topic {name!r}: partitions must be >= 1")
         return value

@@ -739,6 +739,8 @@ async def create_topic(request: web.Request) -> web.Response:
     """Register a topic; an existing one may grow (like Kafka's CreatePartitions), never shrink."""
     body = await parse_body(request, TopicCreate)
     registry = request.app[keys.TOPICS]
+    if is_internal_topic(body.name):
+        raise json_error(400, f"topic {body.name!r} is internal: offsets.topic.num.partitions sizes it")
     existing = registry.get(body.name)
     if existing is not None and existing.partitions > body.partitions:
         raise json_error(409, f"topic {body.name!r} has {existing.partitions} partitions; it cannot shrink")

@@ -32,7 +32,7 @@ from collections.abc import Generator, Sequence
 from time import perf_counter
 from typing import Any
 
-from broker.topics import Topic, TopicRegistry, is_legal_topic_name
+from broker.topics import Topic, TopicRegistry, is_internal_topic, is_legal_topic_name
 from protocol.codec import encode_response
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
@@ -62,10 +62,18 @@ def _array_length(flexible: bool, n: int) -> bytes:
 
 
 def encode_topic(
-    family: int, error: int, name: str | None, topic_id: uuid.UUID | None, partitions: int, node_id: int
+    family: int,
+    error: int,
+    name: str | None,
+    topic_id: uuid.UUID | None,
+    partitions: int,
+    node_id: int,
+    internal: bool = False,
 ) -> bytes:
     """One MetadataResponseTopic in the encoding of ``family`` (see ``FAMILY``), every partition led by ``node_id``
-    with it as the only replica, no topic authorized operations. ``name`` None only where the version allows it (12)."""
+    with it as the only replica, no topic authorized operations. ``name`` None only where the version allows it (12);
+    ``internal``: ``__consumer_offsets`` (``broker.topics.is_internal_topic``), which clients leave out of a
+    subscription by pattern unless ``exclude.internal.topics`` is false."""
     flexible = family >= 9
     raw = b"" if name is None else name.encode()
     if not flexible:
@@ -77,7 +85,7 @@ def encode_topic(
     if family >= 10:
         out.append((topic_id or _NULL_UUID).bytes)
     if family >= 1:
-        out.append(b"\x00")  # is_internal
+        out.append(b"\x01" if internal else b"\x00")  # is_internal
     out.append(_array_length(flexible, partitions))
     if partitions:
         node = _I32.pack(node_id)
@@ -184,7 +192,8 @@ def _encode(
             continue
         entry = entries.get(item.name)
         if entry is None:
-            entry = encode_topic(family, 0, item.name, item.topic_id, item.partitions, node_id)
+            internal = is_internal_topic(item.name)
+            entry = encode_topic(family, 0, item.name, item.topic_id, item.partitions, node_id, internal)
             if registry.get(item.name) is item:  # not a topic that changed while this answer was being built
                 entries[item.name] = entry
         append(entry)

@@ -149,7 +149,7 @@ def test_pipelined_requests_answered_in_order_while_join_is_parked(server: Runni
             assert body.generation_id == 1
             assert body.leader == body.member_id
         elif cid == ids[1]:
-            assert [t.name for t in body.topics] == ["t"]
+            assert [(t.name, t.is_internal) for t in body.topics] == [("__consumer_offsets", True), ("t", False)]
         elif cid == ids[2]:
             assert body.error_code == ErrorCode.none
         else:

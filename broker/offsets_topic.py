@@ -1,0 +1,177 @@
+"""The internal topic ``__consumer_offsets``: record batches kept in memory, compacted like Kafka's cleaner.
+
+In Kafka the group coordinator's state IS this topic. Here the truth is the coordinator's record log, and the topic
+is a rendering of it for the tools that read it (Burrow, ``kafka-console-consumer`` with the offsets formatter,
+consumers with ``exclude.internal.topics=false``): ``runtime.offsets_topic`` turns each durable offset commit, group
+metadata change and removal into a (key, value) pair and appends it here; at start-up it appends one record per live
+key (the topic as compaction would leave it). Nothing of it is stored; its partitions are broker partitions that keep
+their bytes, so Fetch and ListOffsets serve them like any other.
+
+``append``: one uncompressed batch (magic 2, CreateTime, CRC-32C) per call, at the partition's next offsets, made
+visible at once (what it renders is already durable) and the partition's parked Fetches woken. O(records appended).
+
+Compaction (Kafka's ``cleanup.policy=compact``): when a partition holds more than twice as many records as it has
+live keys (and at least ``min_compaction_records``), every batch but the last (Kafka never cleans the active segment)
+keeps only the records that are the newest of their key, at their ORIGINAL offsets: a batch keeps its base offset,
+last offset delta and base timestamp, so the surviving records' bytes are reused as they are, and a batch with
+nothing left is dropped - offsets with gaps, as a cleaned Kafka log has. A tombstone (null value) is kept for
+``delete_retention_ms`` after its timestamp (Kafka's ``delete.retention.ms``, default one day) so that readers see
+the deletion, then dropped with its key. Memory is thus proportional to the live keys (and recent tombstones), not to
+the number of commits ever made; a compaction costs O(records held) and happens after as many appends, so an append
+costs O(1) amortised. The log start offset stays where it is (compaction never moves it).
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from protocol.batch_builder import build_batch, encode_record
+
+from .partitions import Broker, Partition
+from .topics import OFFSETS_TOPIC
+
+__all__ = ["DELETE_RETENTION_MS", "OffsetsTopic"]
+
+DELETE_RETENTION_MS = 86_400_000  # Kafka's log.cleaner.delete.retention.ms default
+MIN_COMPACTION_RECORDS = 1_000
+MAX_BATCH_RECORDS = 1_000  # records per batch when a call appends more (the start-up rebuild)
+_BASE_TIMESTAMP = struct.Struct(">q")
+_BASE_TIMESTAMP_AT = 27
+
+
+class _Kept(NamedTuple):
+    """One record held in a partition: what compaction needs to decide on it, and its encoded bytes."""
+
+    offset: int
+    key: bytes
+    tombstone: bool
+    timestamp: int
+    raw: bytes
+
+
+class _Compacted:
+    __slots__ = ("count", "latest", "records")
+
+    def __init__(self) -> None:
+        self.records: list[list[_Kept]] = []  # per batch, in the order of the partition's batch index
+        self.latest: dict[bytes, int] = {}  # key -> offset of its newest record
+        self.count = 0  # records held
+
+
+class OffsetsTopic:
+    """The partitions of ``__consumer_offsets`` in ``broker`` (the topic is created in its registry with
+    ``partitions`` partitions; it is never recorded as a stored topic)."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        partitions: int,
+        now_ms: Callable[[], int],
+        *,
+        delete_retention_ms: int = DELETE_RETENTION_MS,
+        min_compaction_records: int = MIN_COMPACTION_RECORDS,
+    ) -> None:
+        self.broker = broker
+        self.now_ms = now_ms
+        self.delete_retention_ms = delete_retention_ms
+        self.min_compaction_records = min_compaction_records
+        self.partitions = broker.topics.add(OFFSETS_TOPIC, partitions).partitions
+        self._state = [_Compacted() for _ in range(self.partitions)]
+        self.compactions = 0
+
+    def _partition(self, index: int) -> Partition:
+        p = self.broker.partition(OFFSETS_TOPIC, index)
+        assert p is not None and p.data is not None, "the internal topic's partitions keep their bytes"
+        return p
+
+    def append(self, index: int, entries: Sequence[tuple[bytes, bytes | None, int]]) -> None:
+        """Append (key, value or None for a tombstone, timestamp ms) records to partition ``index``."""
+        for start in range(0, len(entries), MAX_BATCH_RECORDS):
+            self._append_batch(index, entries[start : start + MAX_BATCH_RECORDS])
+        state = self._state[index]
+        if state.count >= self.min_compaction_records and state.count > 2 * len(state.latest):
+            self.compact(index)
+
+    def _append_batch(self, index: int, entries: Sequence[tuple[bytes, bytes | None, int]]) -> None:
+        if not entries:
+            return
+        p = self._partition(index)
+        state = self._state[index]
+        base = p.next_offset
+        base_ts = entries[0][2]
+        kept: list[_Kept] = []
+        for delta, (key, value, ts) in enumerate(entries):
+            raw = encode_record(delta, ts - base_ts, key, value)
+            kept.append(_Kept(base + delta, key, value is None, ts, raw))
+            state.latest[key] = base + delta
+        last_delta = len(entries) - 1
+        max_ts = max(e[2] for e in entries)
+        data = build_batch(base, last_delta, base_ts, max_ts, [k.raw for k in kept], partition_leader_epoch=p.epoch)
+        p.add(base, base + last_delta, max_ts, len(data), data)
+        p.next_offset = base + last_delta + 1
+        state.records.append(kept)
+        state.count += len(kept)
+        Broker.wake(p)
+
+    def compact(self, index: int) -> None:
+        """Keep, in every batch but the last, only the newest record of each key (tombstones until they are older
+        than the delete retention), at their original offsets."""
+        p = self._partition(index)
+        state = self._state[index]
+        n = len(p.bases)
+        if n <= 1:
+            return
+        assert p.data is not None
+        horizon = self.now_ms() - self.delete_retention_ms
+        latest = state.latest
+        bases, lasts, stamps, sizes = array("q"), array("q"), array("q"), array("q")
+        data: list[bytes] = []
+        records: list[list[_Kept]] = []
+        count = 0
+        for i in range(n):
+            batch = state.records[i]
+            if i == n - 1:
+                kept = batch
+            else:
+                kept = []
+                for r in batch:
+                    if latest.get(r.key) != r.offset:
+                        continue
+                    if r.tombstone and r.timestamp < horizon:
+                        del latest[r.key]
+                        continue
+                    kept.append(r)
+                if not kept:
+                    continue
+            raw = p.data[i]
+            max_ts = p.max_timestamps[i]
+            if len(kept) != len(batch):
+                (base_ts,) = _BASE_TIMESTAMP.unpack_from(raw, _BASE_TIMESTAMP_AT)
+                max_ts = max(r.timestamp for r in kept)
+                raw = build_batch(
+                    p.bases[i], p.lasts[i] - p.bases[i], base_ts, max_ts, [r.raw for r in kept],
+                    partition_leader_epoch=p.epoch,
+                )  # fmt: skip
+            bases.append(p.bases[i])
+            lasts.append(p.lasts[i])
+            stamps.append(max_ts)
+            sizes.append(len(raw))
+            data.append(raw)
+            records.append(kept)
+            count += len(kept)
+        p.bases, p.lasts, p.max_timestamps, p.sizes, p.data = bases, lasts, stamps, sizes, data
+        state.records = records
+        state.count = count
+        self.compactions += 1
+
+    def records_held(self, index: int) -> int:
+        return self._state[index].count
+
+    def live_keys(self, index: int) -> int:
+        return len(self._state[index].latest)
+
+    def bytes_held(self) -> int:
+        return sum(sum(self._partition(i).sizes) for i in range(self.partitions))

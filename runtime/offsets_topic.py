@@ -1,0 +1,114 @@
+"""Rendering the coordinator's state records into ``__consumer_offsets`` (``broker.offsets_topic.OffsetsTopic``).
+
+A record-stream listener: every batch holding a state record is rendered once it is DURABLE (a write that fails
+renders nothing, and offsets become visible in the topic when they become visible to OffsetFetch). Each state record
+becomes one record of the group's partition, ``abs(javaHashCode(group_id)) % offsets.topic.num.partitions``
+(``coordinator.sharding.partition_for``, the partition FindCoordinator's clients compute), in Kafka's formats
+(``protocol.consumer_offsets``), with the record's own time as its CreateTime:
+
+| coordinator record | key | value |
+|---|---|---|
+| ``OffsetCommitRecord`` | OffsetCommitKey v1 (group, topic, partition) | OffsetCommitValue v3 (v1 if it expires) |
+| ``OffsetTombstone`` (OffsetDelete, expiry, group deletion) | OffsetCommitKey v1 | null |
+| ``GroupMetadataRecord`` (new group, generation, Empty) | GroupMetadataKey v2 (group) | GroupMetadataValue v3 |
+| ``GroupTombstone`` (DeleteGroups, expiry of an Empty group) | GroupMetadataKey v2 | null |
+
+The records of one batch that fall in one partition become one record batch there. Rendering is O(records): no
+lookup of group state, nothing on the heartbeat path (heartbeats write no records). History records are ignored.
+At start-up ``load`` renders the loaded current state - one record per live key, as a compacted topic holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from broker.offsets_topic import OffsetsTopic
+from coordinator.records import (
+    GroupMetadataRecord,
+    GroupTombstone,
+    OffsetCommitRecord,
+    OffsetTombstone,
+    Record,
+)
+from coordinator.sharding import partition_for
+from protocol.consumer_offsets import group_metadata_key, group_metadata_value, offset_commit_key, offset_commit_value
+
+__all__ = ["OffsetsTopicRenderer", "render"]
+
+Entry = tuple[bytes, bytes | None, int]  # key, value (None: tombstone), timestamp ms
+
+
+def render(record: Record) -> Entry | None:
+    """The (key, value, timestamp) of ``record`` in ``__consumer_offsets``; None for a history record."""
+    if isinstance(record, OffsetCommitRecord):
+        key = offset_commit_key(record.group_id, record.topic, record.partition)
+        value = offset_commit_value(
+            record.offset,
+            record.leader_epoch,
+            record.metadata,
+            record.commit_timestamp_ms,
+            record.expire_timestamp_ms,
+        )
+        return key, value, record.commit_timestamp_ms
+    if isinstance(record, GroupMetadataRecord):
+        value = group_metadata_value(
+            record.protocol_type,
+            record.generation_id,
+            record.protocol,
+            record.leader,
+            record.current_state_timestamp_ms,
+            record.members,
+        )
+        return group_metadata_key(record.group_id), value, record.timestamp_ms
+    if isinstance(record, OffsetTombstone):
+        return offset_commit_key(record.group_id, record.topic, record.partition), None, record.timestamp_ms
+    if isinstance(record, GroupTombstone):
+        return group_metadata_key(record.group_id), None, record.timestamp_ms
+    return None
+
+
+class OffsetsTopicRenderer:
+    """Appends the rendering of every durable state record to ``topic``; ``partitions`` must be the coordinator's
+    ``offsets.topic.num.partitions`` (the topic's own count)."""
+
+    durable_types: frozenset[type] = frozenset(
+        {OffsetCommitRecord, OffsetTombstone, GroupMetadataRecord, GroupTombstone}
+    )
+
+    def __init__(self, topic: OffsetsTopic, partitions: int) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self._partition_of: dict[str, int] = {}  # group id -> partition, computed once per group
+
+    def on_append(self, records: Sequence[Record]) -> None:
+        return None
+
+    def on_durable(self, records: Sequence[Record]) -> None:
+        self._append(records)
+
+    def load(self, records: Iterable[Record]) -> None:
+        """The loaded current state (before anything else is rendered): one record per live key."""
+        self._append(records)
+
+    def _partition(self, group_id: str) -> int:
+        found = self._partition_of.get(group_id)
+        if found is None:
+            if len(self._partition_of) >= 100_000:  # a cache, not a registry of every group ever seen
+                self._partition_of.clear()
+            found = self._partition_of[group_id] = partition_for(group_id, self.partitions)
+        return found
+
+    def _append(self, records: Iterable[Record]) -> None:
+        by_partition: dict[int, list[Entry]] = {}
+        for record in records:
+            entry = render(record)
+            if entry is None:
+                continue
+            index = self._partition(record.group_id)
+            found = by_partition.get(index)
+            if found is None:
+                by_partition[index] = [entry]
+            else:
+                found.append(entry)
+        for index, entries in by_partition.items():
+            self.topic.append(index, entries)

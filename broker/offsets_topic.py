@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from protocol.batch_builder import build_batch, encode_record
@@ -33,7 +33,9 @@ from protocol.batch_builder import build_batch, encode_record
 from .partitions import Broker, Partition
 from .topics import OFFSETS_TOPIC
 
-__all__ = ["DELETE_RETENTION_MS", "OffsetsTopic"]
+__all__ = ["DELETE_RETENTION_MS", "Entry", "OffsetsTopic"]
+
+Entry = tuple[bytes, bytes | None, int]  # key, value (None: a tombstone), timestamp ms
 
 DELETE_RETENTION_MS = 86_400_000  # Kafka's log.cleaner.delete.retention.ms default
 MIN_COMPACTION_RECORDS = 1_000
@@ -87,7 +89,21 @@ class OffsetsTopic:
         assert p is not None and p.data is not None, "the internal topic's partitions keep their bytes"
         return p
 
-    def append(self, index: int, entries: Sequence[tuple[bytes, bytes | None, int]]) -> None:
+    def load(self, by_partition: Mapping[int, Sequence[Entry]], end_offset: int = 0) -> None:
+        """The start-up state, before anything is appended: each partition's records at the offsets just below
+        ``end_offset`` (``runtime.offsets_topic`` passes the stored log's last position, which is at least the end of
+        every partition in the previous run), its log start at 0 - the offsets below are a gap, as a log cleaned
+        from its beginning has. So offsets only grow across restarts: a reader that had reached offset X before the
+        restart is not out of range after it, and reads on from X."""
+        for index in range(self.partitions):
+            entries = by_partition.get(index, ())
+            p = self._partition(index)
+            if p.bases or p.next_offset:
+                raise ValueError(f"{OFFSETS_TOPIC}-{index} is not empty: load it first")
+            p.high_watermark = p.next_offset = max(end_offset - len(entries), 0)
+            self.append(index, entries)
+
+    def append(self, index: int, entries: Sequence[Entry]) -> None:
         """Append (key, value or None for a tombstone, timestamp ms) records to partition ``index``."""
         for start in range(0, len(entries), MAX_BATCH_RECORDS):
             self._append_batch(index, entries[start : start + MAX_BATCH_RECORDS])
@@ -95,7 +111,7 @@ class OffsetsTopic:
         if state.count >= self.min_compaction_records and state.count > 2 * len(state.latest):
             self.compact(index)
 
-    def _append_batch(self, index: int, entries: Sequence[tuple[bytes, bytes | None, int]]) -> None:
+    def _append_batch(self, index: int, entries: Sequence[Entry]) -> None:
         if not entries:
             return
         p = self._partition(index)

@@ -210,7 +210,10 @@ class App:
         for record in loaded:
             self.coordinator.replay(record)
         replayed = len(loaded)
-        self.offsets_renderer.load(loaded)  # before on_loaded, whose records must come after the loaded state
+        # __consumer_offsets before on_loaded, whose records come after the loaded state; its offsets end at the stored
+        # log's position, so that they only grow across restarts
+        last_position = getattr(self.record_log, "last_position", None)
+        self.offsets_renderer.load(loaded, await last_position() if last_position is not None else 0)
         del loaded
         self.coordinator.on_loaded()
         if self.data is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from broker.offsets_topic import OffsetsTopic
+from broker.offsets_topic import Entry, OffsetsTopic
 from coordinator.records import (
     GroupMetadataRecord,
     GroupTombstone,
@@ -34,8 +34,6 @@ from coordinator.sharding import partition_for
 from protocol.consumer_offsets import group_metadata_key, group_metadata_value, offset_commit_key, offset_commit_value
 
 __all__ = ["OffsetsTopicRenderer", "render"]
-
-Entry = tuple[bytes, bytes | None, int]  # key, value (None: tombstone), timestamp ms
 
 
 def render(record: Record) -> Entry | None:
@@ -84,11 +82,13 @@ class OffsetsTopicRenderer:
         return None
 
     def on_durable(self, records: Sequence[Record]) -> None:
-        self._append(records)
+        for index, entries in self._by_partition(records).items():
+            self.topic.append(index, entries)
 
-    def load(self, records: Iterable[Record]) -> None:
-        """The loaded current state (before anything else is rendered): one record per live key."""
-        self._append(records)
+    def load(self, records: Iterable[Record], end_offset: int = 0) -> None:
+        """The loaded current state (before anything else is rendered): one record per live key, just below
+        ``end_offset`` in each partition (``OffsetsTopic.load``)."""
+        self.topic.load(self._by_partition(records), end_offset)
 
     def _partition(self, group_id: str) -> int:
         found = self._partition_of.get(group_id)
@@ -98,7 +98,7 @@ class OffsetsTopicRenderer:
             found = self._partition_of[group_id] = partition_for(group_id, self.partitions)
         return found
 
-    def _append(self, records: Iterable[Record]) -> None:
+    def _by_partition(self, records: Iterable[Record]) -> dict[int, list[Entry]]:
         by_partition: dict[int, list[Entry]] = {}
         for record in records:
             entry = render(record)
@@ -110,5 +110,4 @@ class OffsetsTopicRenderer:
                 by_partition[index] = [entry]
             else:
                 found.append(entry)
-        for index, entries in by_partition.items():
-            self.topic.append(index, entries)
+        return by_partition

@@ -406,6 +406,16 @@ class SqlRecordLog:
         except Exception as e:
             raise StorageError(f"cannot load the coordinator state: {describe(e)}") from e
 
+    async def last_position(self) -> int:
+        """The last position handed out (0 for a new database). The start-up rendering of ``__consumer_offsets``
+        ends its partitions there, so that their offsets only grow across restarts (``broker.offsets_topic``)."""
+        try:
+            async with self.engine.connect() as conn:
+                found = (await conn.execute(select(m.LogState.last_position).where(m.LogState.id == 1))).scalar()
+        except Exception as e:
+            raise StorageError(f"cannot read the log position: {describe(e)}") from e
+        return int(found or 0)
+
     async def load_data(self) -> tuple[list[TopicCreated], list[PartitionSnapshot]]:
         """The data path's stored state: every topic (partitions, configs) and every partition's offsets, epoch and
         batch index (no batch bytes: Fetch reads those with ``read_batches``)."""

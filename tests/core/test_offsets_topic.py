@@ -350,12 +350,22 @@ def test_tombstones_are_dropped_after_the_delete_retention_but_never_from_the_la
 def test_load_renders_one_record_per_live_key() -> None:
     env = Env()
     state = [commit("g1", "t", p, p * 10, env.now) for p in range(2_500)]
-    env.renderer.load(state)
+    env.renderer.load(state, end_offset=10_000)  # the stored log's last position
     got = env.records("g1")
-    assert [o for o, *_ in got] == list(range(2_500))
+    assert [o for o, *_ in got] == list(range(7_500, 10_000))  # just below the end: offsets grow across restarts
     assert [parse_key(k)[3] for _, _, k, _ in got] == list(range(2_500))
-    p = env.broker.partition(OFFSETS_TOPIC, kafka_partition("g1"))
+    index = kafka_partition("g1")
+    p = env.broker.partition(OFFSETS_TOPIC, index)
     assert p is not None and len(p.bases) == 3  # at most 1,000 records a batch
+    assert (p.log_start, p.high_watermark, p.next_offset) == (0, 10_000, 10_000)
+    s = env.broker.read(OFFSETS_TOPIC, index, 123, 1 << 20, min_one=True)  # a reader from before the restart
+    assert s.error == ErrorCode.none and s.bases[0] == 7_500
+    empty = env.broker.partition(OFFSETS_TOPIC, (index + 1) % 50)
+    assert empty is not None and (empty.log_start, empty.high_watermark) == (0, 10_000)
+    env.commit("g1", "t", 0, 1)
+    assert env.records("g1")[-1][0] == 10_000
+    with pytest.raises(ValueError, match="not empty"):
+        env.renderer.load([], end_offset=20_000)
 
 
 def test_the_internal_topic_is_reserved() -> None:

@@ -7,8 +7,13 @@ metadata change and removal into a (key, value) pair and appends it here; at sta
 key (the topic as compaction would leave it). Nothing of it is stored; its partitions are broker partitions that keep
 their bytes, so Fetch and ListOffsets serve them like any other.
 
-``append``: one uncompressed batch (magic 2, CreateTime, CRC-32C) per call, at the partition's next offsets, made
-visible at once (what it renders is already durable) and the partition's parked Fetches woken. O(records appended).
+Lazy rendering. ``add`` only remembers the record under its key (an O(1) dict update: a commit costs no encoding);
+the records held back are rendered and appended - one uncompressed batch (magic 2, CreateTime, CRC-32C) at the
+partition's next offsets, visible at once (what is rendered is already durable) - when someone looks at the
+partition (a Fetch, ListOffsets: ``Broker.written_on_read``), at once when a Fetch is parked on it, or when
+``max_pending`` are held. A key added again before that replaces its held record (moved to the end): only its newest
+record is rendered, as if compaction had already removed the others - so a tailing reader (Burrow) sees every
+change, and nobody reading costs a dict entry per live key, not an encoding per commit.
 
 Compaction (Kafka's ``cleanup.policy=compact``): when a partition holds more than twice as many records as it has
 live keys (and at least ``min_compaction_records``), every batch but the last (Kafka never cleans the active segment)
@@ -25,8 +30,8 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from protocol.batch_builder import build_batch, encode_record
 
@@ -38,6 +43,7 @@ __all__ = ["DELETE_RETENTION_MS", "Entry", "OffsetsTopic"]
 Entry = tuple[bytes, bytes | None, int]  # key, value (None: a tombstone), timestamp ms
 
 DELETE_RETENTION_MS = 86_400_000  # Kafka's log.cleaner.delete.retention.ms default
+MAX_PENDING = 5_000  # records held back per partition before they are rendered anyway
 MIN_COMPACTION_RECORDS = 1_000
 MAX_BATCH_RECORDS = 1_000  # records per batch when a call appends more (the start-up rebuild)
 _BASE_TIMESTAMP = struct.Struct(">q")
@@ -55,9 +61,10 @@ class _Kept(NamedTuple):
 
 
 class _Compacted:
-    __slots__ = ("count", "latest", "records")
+    __slots__ = ("count", "latest", "pending", "records")
 
     def __init__(self) -> None:
+        self.pending: dict[Hashable, object] = {}  # key -> its newest record, not rendered yet, in arrival order
         self.records: list[list[_Kept]] = []  # per batch, in the order of the partition's batch index
         self.latest: dict[bytes, int] = {}  # key -> offset of its newest record
         self.count = 0  # records held
@@ -65,29 +72,59 @@ class _Compacted:
 
 class OffsetsTopic:
     """The partitions of ``__consumer_offsets`` in ``broker`` (the topic is created in its registry with
-    ``partitions`` partitions; it is never recorded as a stored topic)."""
+    ``partitions`` partitions; it is never recorded as a stored topic). ``render`` turns a record given to ``add``
+    into its (key, value or None, timestamp ms)."""
 
     def __init__(
         self,
         broker: Broker,
         partitions: int,
         now_ms: Callable[[], int],
+        render: Callable[[Any], Entry],
         *,
         delete_retention_ms: int = DELETE_RETENTION_MS,
         min_compaction_records: int = MIN_COMPACTION_RECORDS,
+        max_pending: int = MAX_PENDING,
     ) -> None:
         self.broker = broker
         self.now_ms = now_ms
+        self.render = render
         self.delete_retention_ms = delete_retention_ms
         self.min_compaction_records = min_compaction_records
+        self.max_pending = max_pending
         self.partitions = broker.topics.add(OFFSETS_TOPIC, partitions).partitions
         self._state = [_Compacted() for _ in range(self.partitions)]
+        self._parts: list[Partition] = []
+        for index in range(self.partitions):
+            p = broker.partition(OFFSETS_TOPIC, index)
+            assert p is not None and p.data is not None, "the internal topic's partitions keep their bytes"
+            self._parts.append(p)
+        broker.written_on_read(OFFSETS_TOPIC, self.flush)
         self.compactions = 0
 
     def _partition(self, index: int) -> Partition:
-        p = self.broker.partition(OFFSETS_TOPIC, index)
-        assert p is not None and p.data is not None, "the internal topic's partitions keep their bytes"
-        return p
+        return self._parts[index]
+
+    def add(self, index: int, key: Hashable, record: object) -> None:
+        """Hold ``record`` (rendered later by ``render``) as the newest of ``key`` in partition ``index``."""
+        state = self._state[index]
+        if state.pending.pop(key, None) is None and len(state.pending) >= self.max_pending:
+            self.flush(index)  # a new dict: the held-back one is rendered
+        state.pending[key] = record
+        if self._parts[index].watchers:  # a Fetch is parked on the partition: it gets the record now
+            self.flush(index)
+
+    def flush(self, index: int) -> None:
+        """Render and append the records held back for partition ``index``."""
+        if not 0 <= index < self.partitions:
+            return
+        state = self._state[index]
+        if not state.pending:
+            return
+        render = self.render
+        held = state.pending
+        state.pending = {}
+        self.append(index, [render(record) for record in held.values()])
 
     def load(self, by_partition: Mapping[int, Sequence[Entry]], end_offset: int = 0) -> None:
         """The start-up state, before anything is appended: each partition's records at the offsets just below
@@ -98,7 +135,7 @@ class OffsetsTopic:
         for index in range(self.partitions):
             entries = by_partition.get(index, ())
             p = self._partition(index)
-            if p.bases or p.next_offset:
+            if p.bases or p.next_offset or self._state[index].pending:
                 raise ValueError(f"{OFFSETS_TOPIC}-{index} is not empty: load it first")
             p.high_watermark = p.next_offset = max(end_offset - len(entries), 0)
             self.append(index, entries)
@@ -184,7 +221,11 @@ class OffsetsTopic:
         self.compactions += 1
 
     def records_held(self, index: int) -> int:
+        """Records in the partition's batches (not counting those held back)."""
         return self._state[index].count
+
+    def pending(self, index: int) -> int:
+        return len(self._state[index].pending)
 
     def live_keys(self, index: int) -> int:
         return len(self._state[index].latest)

@@ -223,6 +223,7 @@ class Broker:
         self._recorded: dict[str, int] = {}  # topic -> partition count known durable (or being written)
         self.deleted_batches = 0  # batches (and their bytes) deleted below moved log starts, since start
         self.deleted_bytes = 0
+        self._on_read: dict[str, Callable[[int], None]] = {}  # see written_on_read
         self._started = False
 
     # ------------------------------------------------------------------------------------------------ topics
@@ -306,7 +307,16 @@ class Broker:
 
         return done
 
+    def written_on_read(self, topic: str, write: Callable[[int], None]) -> None:
+        """``write(index)`` is called whenever a partition of ``topic`` is looked up (``partition``, ``available``):
+        the topic's owner appends what it has been holding back (``broker.offsets_topic`` renders lazily)."""
+        self._on_read[topic] = write
+
     def partition(self, topic: str, index: int) -> Partition | None:
+        if self._on_read:
+            write = self._on_read.get(topic)
+            if write is not None:
+                write(index)
         p = self._partitions.get((topic, index))
         if p is None and self.topics.has_partition(topic, index):
             keep = self.keep_bytes or is_internal_topic(topic)  # an internal topic is rendered, not stored
@@ -438,7 +448,7 @@ class Broker:
 
     def available(self, topic: str, index: int, offset: int, limit: int) -> int:
         """Durable bytes a Fetch from ``offset`` would find (counted up to ``limit``); 0 for an error."""
-        p = self._partitions.get((topic, index))
+        p = self.partition(topic, index) if self._on_read else self._partitions.get((topic, index))
         if p is None or offset < p.log_start or offset >= p.high_watermark:
             return 0
         return p.bytes_from(offset, limit)

@@ -30,7 +30,7 @@ from runtime.activity import GroupActivity
 from runtime.lag import group_lags
 from runtime.loop import AsyncioTimer
 from runtime.metrics import Metrics
-from runtime.offsets_topic import OffsetsTopicRenderer
+from runtime.offsets_topic import OffsetsTopicRenderer, render_state
 from runtime.record_stream import RecordStream
 from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
 from servers.http.readiness import readiness_probe, sql_ping
@@ -109,7 +109,7 @@ class App:
         self.metrics.watch_log(self.broker)
         # __consumer_offsets: rendered from the coordinator's durable state records (runtime.offsets_topic).
         shards = self.coordinator.config.offsets_topic_num_partitions
-        self.offsets_topic = OffsetsTopic(self.broker, shards, self.clock.now_ms)
+        self.offsets_topic = OffsetsTopic(self.broker, shards, self.clock.now_ms, render_state)
         self.offsets_renderer = OffsetsTopicRenderer(self.offsets_topic, shards)
         self.records.listen(self.offsets_renderer)
         k = settings.kafka

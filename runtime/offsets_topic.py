@@ -13,9 +13,11 @@ becomes one record of the group's partition, ``abs(javaHashCode(group_id)) % off
 | ``GroupMetadataRecord`` (new group, generation, Empty) | GroupMetadataKey v2 (group) | GroupMetadataValue v3 |
 | ``GroupTombstone`` (DeleteGroups, expiry of an Empty group) | GroupMetadataKey v2 | null |
 
-The records of one batch that fall in one partition become one record batch there. Rendering is O(records): no
-lookup of group state, nothing on the heartbeat path (heartbeats write no records). History records are ignored.
-At start-up ``load`` renders the loaded current state - one record per live key, as a compacted topic holds them.
+A durable record costs one dict update (``OffsetsTopic.add`` holds it back under its key); it is encoded when a
+reader looks at its partition, together with the others held back (one record batch), and only the newest record
+of a key is. No lookup of group state, nothing on the heartbeat path (heartbeats write no records); history records
+are ignored. At start-up ``load`` renders the loaded current state - one record per live key, as a compacted topic
+holds them.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from coordinator.records import (
 from coordinator.sharding import partition_for
 from protocol.consumer_offsets import group_metadata_key, group_metadata_value, offset_commit_key, offset_commit_value
 
-__all__ = ["OffsetsTopicRenderer", "render"]
+__all__ = ["OffsetsTopicRenderer", "render", "render_state"]
 
 
 def render(record: Record) -> Entry | None:
@@ -65,8 +67,16 @@ def render(record: Record) -> Entry | None:
     return None
 
 
+def render_state(record: Record) -> Entry:
+    """``render`` for a state record (what ``OffsetsTopicRenderer`` gives ``OffsetsTopic.add``)."""
+    entry = render(record)
+    assert entry is not None, f"not a state record: {record!r}"
+    return entry
+
+
 class OffsetsTopicRenderer:
-    """Appends the rendering of every durable state record to ``topic``; ``partitions`` must be the coordinator's
+    """Gives every durable state record to ``topic`` (built with ``render_state``), under its key: (group, topic,
+    partition) for offsets, (group,) for the group; ``partitions`` must be the coordinator's
     ``offsets.topic.num.partitions`` (the topic's own count)."""
 
     durable_types: frozenset[type] = frozenset(
@@ -82,8 +92,12 @@ class OffsetsTopicRenderer:
         return None
 
     def on_durable(self, records: Sequence[Record]) -> None:
-        for index, entries in self._by_partition(records).items():
-            self.topic.append(index, entries)
+        add = self.topic.add
+        for record in records:
+            if isinstance(record, OffsetCommitRecord | OffsetTombstone):
+                add(self._partition(record.group_id), (record.group_id, record.topic, record.partition), record)
+            elif isinstance(record, GroupMetadataRecord | GroupTombstone):
+                add(self._partition(record.group_id), (record.group_id,), record)
 
     def load(self, records: Iterable[Record], end_offset: int = 0) -> None:
         """The loaded current state (before anything else is rendered): one record per live key, just below

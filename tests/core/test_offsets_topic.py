@@ -26,7 +26,7 @@ from coordinator.records import (
     new_offset_tombstone,
 )
 from protocol.errors import ErrorCode
-from runtime.offsets_topic import OffsetsTopicRenderer
+from runtime.offsets_topic import OffsetsTopicRenderer, render_state
 from runtime.record_stream import RecordStream
 
 DAY_MS = 86_400_000
@@ -132,7 +132,8 @@ def parse_group_value(value: bytes) -> dict[str, Any]:
 
 
 def decode_partition(broker: Broker, index: int) -> list[tuple[int, int, bytes, bytes | None]]:
-    """(offset, timestamp, key, value) of every record in the partition, through kafka-python's reader."""
+    """(offset, timestamp, key, value) of every record in the partition, through kafka-python's reader (looking the
+    partition up renders what is held back, as a Fetch does)."""
     p = broker.partition(OFFSETS_TOPIC, index)
     assert p is not None and p.data is not None
     records = MemoryRecords(b"".join(p.data))
@@ -154,7 +155,7 @@ class Env:
         self.topics = TopicRegistry(auto_create=True)
         self.broker = Broker(self.topics, MemoryDataLog(), lambda: self.now)
         self.broker.start()
-        self.topic = OffsetsTopic(self.broker, partitions, lambda: self.now, **kwargs)
+        self.topic = OffsetsTopic(self.broker, partitions, lambda: self.now, render_state, **kwargs)
         self.renderer = OffsetsTopicRenderer(self.topic, partitions)
         self.partitions = partitions
 
@@ -227,6 +228,7 @@ def test_group_metadata_record_and_tombstones() -> None:
         current_state_timestamp_ms=env.now - 5, members=[member, plain], now_ms=env.now,
     )  # fmt: skip
     env.renderer.on_durable([gm, commit("grp", "t", 1, 9, env.now)])
+    assert len(env.records("grp")) == 2  # a reader between the two: it sees both states
     env.now += 1_000
     env.renderer.on_durable(
         [
@@ -292,6 +294,7 @@ def test_compaction_keeps_one_record_per_key_at_its_original_offset() -> None:
     for i in range(10_000):
         env.now += 1
         env.commit("g", "t", i % 3, i)
+        assert env.broker.partition(OFFSETS_TOPIC, 0) is not None  # a tailing reader: every commit is rendered
     held = env.topic.records_held(0)
     assert env.topic.compactions > 0
     assert held <= 100 + 3  # bounded by the live keys (and the compaction threshold), not by 10,000 commits
@@ -390,6 +393,33 @@ def test_the_internal_topic_is_not_recorded_as_a_stored_topic() -> None:
     topics = TopicRegistry()
     topics.add("plain", 1)
     broker = Broker(topics, log, lambda: 0)
-    OffsetsTopic(broker, 5, lambda: 0)
+    OffsetsTopic(broker, 5, lambda: 0, render_state)
     broker.start()
     assert [getattr(r, "name", None) for r in log.records] == ["plain"]
+
+
+def test_commits_nobody_reads_are_held_back_and_only_the_newest_of_a_key_is_rendered() -> None:
+    env = Env(partitions=1)
+    for i in range(3_000):
+        env.commit("g", "t", i % 3, i)
+    assert (env.topic.pending(0), env.topic.records_held(0)) == (3, 0)  # a dict entry per key, nothing encoded
+    got = env.records("g")  # looking at the partition renders them, in one batch
+    assert [(o, parse_key(k)[3]) for o, _, k, _ in got] == [(0, 0), (1, 1), (2, 2)]
+    assert [parse_offset_value(v)["offset"] for *_, v in got if v is not None] == [2_997, 2_998, 2_999]
+    env.commit("g", "t", 1, 5)
+    env.commit("g", "t", 0, 6)
+    assert [(o, parse_key(k)[3]) for o, _, k, _ in env.records("g")][3:] == [(3, 1), (4, 0)]  # arrival order
+
+
+def test_a_parked_fetch_gets_a_commit_at_once_and_held_back_records_are_bounded() -> None:
+    env = Env(partitions=1, max_pending=10)
+    woken: list[int] = []
+    env.broker.watch(OFFSETS_TOPIC, 0, lambda: woken.append(1))
+    env.commit("g", "t", 0, 1)
+    assert woken == [1] and env.topic.records_held(0) == 1  # rendered and the reader woken, nobody asked again
+    for p in range(25):
+        env.commit("g", "t", p, 2)
+    assert env.topic.pending(0) <= 10 and env.topic.records_held(0) + env.topic.pending(0) == 26
+    s = env.broker.read(OFFSETS_TOPIC, 0, 0, 1 << 20, min_one=True)
+    assert s.error == ErrorCode.none and s.high_watermark == 26 and env.topic.pending(0) == 0
+    assert env.broker.list_offset(OFFSETS_TOPIC, 0, -1) == (ErrorCode.none, 26, -1)

@@ -3,8 +3,9 @@ compaction amortised), the longest single compaction, and what stays in memory, 
 
     python -m benchmarks.offsets_topic [--commits 300000] [--groups 100] [--partitions 20] [--read-every N]
 
-``--read-every N``: a reader looks at every partition every N calls (1: a Fetch is always parked, so each commit is
-rendered at once, alone in its batch - the worst case; 0: nobody reads, commits are only held back). ``--batch N``
+``--read-every N``: a reader looks at every partition every N calls (1: a Fetch is always parked on every partition,
+so each commit is rendered at once, alone in its batch - the worst case; 0: nobody reads, commits are only held
+back). The garbage collector is tuned as the daemon tunes it. ``--batch N``
 gives N partitions of a group per call, as one OffsetCommit of N partitions does. ``--memory`` traces allocations
 (tracemalloc: several times slower, so times are measured without it).
 """
@@ -12,13 +13,14 @@ gives N partitions of a group per call, as one OffsetCommit of N partitions does
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 import tracemalloc
 from typing import Any
 
 from broker.offsets_topic import OffsetsTopic
 from broker.partitions import Broker, MemoryDataLog
-from broker.topics import TopicRegistry
+from broker.topics import OFFSETS_TOPIC, TopicRegistry
 from coordinator.records import new_offset_commit_record
 from runtime.offsets_topic import OffsetsTopicRenderer, render_state
 
@@ -28,6 +30,10 @@ def _commit(group: str, partition: int, now: int) -> Any:
         group, "orders", partition, offset=partition, leader_epoch=3, metadata="", commit_timestamp_ms=now,
         expire_timestamp_ms=None, member_id="", generation_id=-1,
     )  # fmt: skip
+
+
+def _park(broker: Broker, index: int) -> None:
+    broker.watch(OFFSETS_TOPIC, index, lambda: _park(broker, index))
 
 
 def run(
@@ -49,6 +55,12 @@ def run(
     topic.compact = timed_compact  # type: ignore[method-assign]
     records = [[_commit(f"group-{g}", p, now[0]) for p in range(partitions)] for g in range(groups)]
     calls = commits // batch
+    if read_every == 1:  # a Fetch parked on every partition, parked again as soon as it is answered
+        for index in range(50):
+            _park(broker, index)
+    gc.collect()
+    gc.freeze()  # as the daemon does once loaded (runtime.loop.tune_gc), with its gen0 threshold
+    gc.set_threshold(50_000)
     if memory:
         tracemalloc.start()
     start = time.perf_counter()
@@ -57,9 +69,9 @@ def run(
         p = (i // groups * batch) % partitions
         renderer.on_durable(records[g][p : p + batch])
         now[0] += 1
-        if read_every and not i % read_every:
+        if read_every > 1 and not i % read_every:
             for index in range(50):  # a reader fetching every partition
-                topic.flush(index)
+                broker.partition(OFFSETS_TOPIC, index)
     elapsed = time.perf_counter() - start
     current, peak = tracemalloc.get_traced_memory() if memory else (0, 0)
     tracemalloc.stop()

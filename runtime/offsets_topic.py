@@ -1,4 +1,5 @@
-"""Rendering the coordinator's state records into ``__consumer_offsets`` (``broker.offsets_topic.OffsetsTopic``).
+"""Rendering the coordinator's state records into ``__consumer_offsets`` (``broker.offsets_topic.OffsetsTopic``;
+what a reader sees and how it differs from Kafka: ``docs/semantics.md`` §11.1).
 
 A record-stream listener: every batch holding a state record is rendered once it is DURABLE (a write that fails
 renders nothing, and offsets become visible in the topic when they become visible to OffsetFetch). Each state record

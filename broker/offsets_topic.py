@@ -10,10 +10,12 @@ their bytes, so Fetch and ListOffsets serve them like any other.
 Lazy rendering. ``add`` only remembers the record under its key (an O(1) dict update: a commit costs no encoding);
 the records held back are rendered and appended - one uncompressed batch (magic 2, CreateTime, CRC-32C) at the
 partition's next offsets, visible at once (what is rendered is already durable) - when someone looks at the
-partition (a Fetch, ListOffsets: ``Broker.written_on_read``), at once when a Fetch is parked on it, or when
-``max_pending`` are held. A key added again before that replaces its held record (moved to the end): only its newest
-record is rendered, as if compaction had already removed the others - so a tailing reader (Burrow) sees every
-change, and nobody reading costs a dict entry per live key, not an encoding per commit.
+partition (a Fetch, ListOffsets: ``Broker.written_on_read``) or at once when a Fetch is parked on it, at most
+``max_render`` (the oldest held) per look, so that no look holds the event loop for long (a reader arriving after a
+while gets the rest at its next fetches). A key added again before that replaces its held record (moved to the end):
+only its newest record is rendered, as if compaction had already removed the others - so a tailing reader (Burrow)
+sees every change, and nobody reading costs a dict entry per live key (the held records are keyed, so they are
+bounded by the live keys too), not an encoding per commit.
 
 Compaction (Kafka's ``cleanup.policy=compact``): when a partition holds more than twice as many records as it has
 live keys (and at least ``min_compaction_records``), every batch but the last (Kafka never cleans the active segment)
@@ -31,6 +33,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from itertools import islice
 from typing import Any, NamedTuple
 
 from protocol.batch_builder import build_batch, encode_record
@@ -43,7 +46,7 @@ __all__ = ["DELETE_RETENTION_MS", "Entry", "OffsetsTopic"]
 Entry = tuple[bytes, bytes | None, int]  # key, value (None: a tombstone), timestamp ms
 
 DELETE_RETENTION_MS = 86_400_000  # Kafka's log.cleaner.delete.retention.ms default
-MAX_PENDING = 5_000  # records held back per partition before they are rendered anyway
+MAX_RENDER = 1_000  # held-back records rendered per look at a partition (about 10 ms)
 MIN_COMPACTION_RECORDS = 1_000
 MAX_BATCH_RECORDS = 1_000  # records per batch when a call appends more (the start-up rebuild)
 _BASE_TIMESTAMP = struct.Struct(">q")
@@ -84,14 +87,14 @@ class OffsetsTopic:
         *,
         delete_retention_ms: int = DELETE_RETENTION_MS,
         min_compaction_records: int = MIN_COMPACTION_RECORDS,
-        max_pending: int = MAX_PENDING,
+        max_render: int = MAX_RENDER,
     ) -> None:
         self.broker = broker
         self.now_ms = now_ms
         self.render = render
         self.delete_retention_ms = delete_retention_ms
         self.min_compaction_records = min_compaction_records
-        self.max_pending = max_pending
+        self.max_render = max_render
         self.partitions = broker.topics.add(OFFSETS_TOPIC, partitions).partitions
         self._state = [_Compacted() for _ in range(self.partitions)]
         self._parts: list[Partition] = []
@@ -107,24 +110,26 @@ class OffsetsTopic:
 
     def add(self, index: int, key: Hashable, record: object) -> None:
         """Hold ``record`` (rendered later by ``render``) as the newest of ``key`` in partition ``index``."""
-        state = self._state[index]
-        if state.pending.pop(key, None) is None and len(state.pending) >= self.max_pending:
-            self.flush(index)  # a new dict: the held-back one is rendered
-        state.pending[key] = record
+        pending = self._state[index].pending
+        pending.pop(key, None)
+        pending[key] = record
         if self._parts[index].watchers:  # a Fetch is parked on the partition: it gets the record now
             self.flush(index)
 
     def flush(self, index: int) -> None:
-        """Render and append the records held back for partition ``index``."""
+        """Render and append (the ``max_render`` oldest of) the records held back for partition ``index``."""
         if not 0 <= index < self.partitions:
             return
         state = self._state[index]
-        if not state.pending:
+        held = state.pending
+        if not held:
             return
         render = self.render
-        held = state.pending
-        state.pending = {}
-        self.append(index, [render(record) for record in held.values()])
+        if len(held) <= self.max_render:
+            state.pending = {}
+            self.append(index, [render(record) for record in held.values()])
+        else:
+            self.append(index, [render(held.pop(key)) for key in list(islice(held, self.max_render))])
 
     def load(self, by_partition: Mapping[int, Sequence[Entry]], end_offset: int = 0) -> None:
         """The start-up state, before anything is appended: each partition's records at the offsets just below

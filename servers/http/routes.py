@@ -650,9 +650,13 @@ async def delete_offsets(request: web.Request) -> web.Response:
 
 
 async def list_topics(request: web.Request) -> web.Response:
+    """The topics clients created or were configured; ``__consumer_offsets`` only with ``?internal=true`` (Kafka's
+    admin ``listTopics`` leaves internal topics out unless ``listInternal`` is set)."""
     topics = request.app[keys.TOPICS].all()
     admin = request.app.get(keys.ADMIN)
-    return respond(TopicList(topics=[_topic_view(admin, t.name, t.partitions) for t in topics]))
+    internal = request.query.get("internal", "false").lower() in ("1", "true", "yes")
+    views = [_topic_view(admin, t.name, t.partitions) for t in topics if internal or not is_internal_topic(t.name)]
+    return respond(TopicList(topics=views))
 
 
 def _topic_view(admin: TopicAdmin | None, name: str, partitions: int) -> TopicView:

@@ -411,15 +411,18 @@ def test_commits_nobody_reads_are_held_back_and_only_the_newest_of_a_key_is_rend
     assert [(o, parse_key(k)[3]) for o, _, k, _ in env.records("g")][3:] == [(3, 1), (4, 0)]  # arrival order
 
 
-def test_a_parked_fetch_gets_a_commit_at_once_and_held_back_records_are_bounded() -> None:
-    env = Env(partitions=1, max_pending=10)
+def test_a_parked_fetch_gets_a_commit_at_once_and_a_look_renders_at_most_max_render() -> None:
+    env = Env(partitions=1, max_render=10)
     woken: list[int] = []
     env.broker.watch(OFFSETS_TOPIC, 0, lambda: woken.append(1))
     env.commit("g", "t", 0, 1)
     assert woken == [1] and env.topic.records_held(0) == 1  # rendered and the reader woken, nobody asked again
     for p in range(25):
         env.commit("g", "t", p, 2)
-    assert env.topic.pending(0) <= 10 and env.topic.records_held(0) + env.topic.pending(0) == 26
+    assert (env.topic.pending(0), env.topic.records_held(0)) == (25, 1)
     s = env.broker.read(OFFSETS_TOPIC, 0, 0, 1 << 20, min_one=True)
-    assert s.error == ErrorCode.none and s.high_watermark == 26 and env.topic.pending(0) == 0
-    assert env.broker.list_offset(OFFSETS_TOPIC, 0, -1) == (ErrorCode.none, 26, -1)
+    assert s.error == ErrorCode.none and s.high_watermark == 11 and env.topic.pending(0) == 15  # the 10 oldest
+    assert env.broker.list_offset(OFFSETS_TOPIC, 0, -1) == (ErrorCode.none, 21, -1)
+    assert env.broker.available(OFFSETS_TOPIC, 0, 0, 1 << 20) > 0 and env.topic.pending(0) == 0
+    keys = [parse_key(k)[3] for _, _, k, _ in env.records("g")]
+    assert keys == [0, *range(25)]  # in the order they were committed

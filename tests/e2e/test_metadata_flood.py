@@ -120,7 +120,7 @@ def test_pipelined_metadata_for_every_topic_keeps_a_consumer_in_its_group(crowde
         )
         assert len(set(sizes)) == 1
         _, response = decode_response_frame(3, 12, first)
-        assert len(response.topics) == TOPICS + 2  # and the daemon's own e2e6, e2e2
+        assert len(response.topics) == TOPICS + 3  # and the daemon's own e2e6, e2e2 and __consumer_offsets
         assert {len(t.partitions) for t in response.topics if t.name.startswith("flood-")} == {PARTITIONS}
         assert member.generation() == generation, "the consumer rejoined: its session expired during the flood"
         causes = [r["cause"] for r in rebalances(crowded, GROUP)]

@@ -272,6 +272,12 @@ async def test_topics_list_register_grow_and_errors(world: World, client: Client
     assert world.topics.get("cross") is None
     r = await client.post("/v1/topics", json={"name": "..", "partitions": 1})
     assert r.status == 400
+    world.topics.add("__consumer_offsets", 50)  # as the daemon has it
+    r = await client.post("/v1/topics", json={"name": "__consumer_offsets", "partitions": 60})
+    assert r.status == 400 and "internal" in (await r.json())["error"]
+    world.topics.add("cross", 1)
+    body = await get_json(client, "/v1/topics")
+    assert [t["name"] for t in body["topics"]] == ["clicks", "cross", "orders", "payments"]  # no internal topic
 
 
 async def test_health_and_readiness(world: World, client: Client) -> None:

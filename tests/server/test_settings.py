@@ -93,9 +93,11 @@ def test_cli_configuration_error_exits_2(capsys: pytest.CaptureFixture[str]) -> 
 def test_topic_specs_and_registry() -> None:
     assert parse_topic_spec("orders:6") == ("orders", 6)
     assert parse_topic_spec("orders") == ("orders", 1)
-    for bad in ("orders:0", "orders:x", "bad name:1", ":3"):
+    for bad in ("orders:0", "orders:x", "bad name:1", ":3", "__consumer_offsets:3"):
         with pytest.raises(ValueError):
             parse_topic_spec(bad)
+    with pytest.raises(ValueError, match="internal"):  # offsets.topic.num.partitions sizes it
+        load_settings(None, topics={"initial": {"__consumer_offsets": 3}})
     registry = TopicRegistry(auto_create=True, default_partitions=4)
     registry.add("a", 2)
     assert registry.add("a", 1).partitions == 2  # never shrinks

@@ -207,13 +207,14 @@ class App:
             )
         # Durable logs (SqlRecordLog) return the stored state records; replay them before anything runs.
         loaded = await self.record_log.load()
+        # __consumer_offsets is rendered from the loaded state, its offsets ending at the stored log's position (so
+        # that they only grow across restarts), before on_loaded, whose records come after the loaded state
+        last_position = getattr(self.record_log, "last_position", None)
+        end_offset = await last_position() if last_position is not None else 0
         for record in loaded:
             self.coordinator.replay(record)
         replayed = len(loaded)
-        # __consumer_offsets before on_loaded, whose records come after the loaded state; its offsets end at the stored
-        # log's position, so that they only grow across restarts
-        last_position = getattr(self.record_log, "last_position", None)
-        self.offsets_renderer.load(loaded, await last_position() if last_position is not None else 0)
+        self.offsets_renderer.load(loaded, end_offset)
         del loaded
         self.coordinator.on_loaded()
         if self.data is not None:

@@ -146,6 +146,23 @@ async def test_every_record_gets_the_next_position(record_log: SqlRecordLog) -> 
     assert all(b.first_position + b.record_count - 1 == b.last_position for b in batches)
 
 
+async def test_last_position_is_what_the_next_start_renders_the_offsets_topic_below(database: Database) -> None:
+    log = await database.open_log()
+    try:
+        assert await log.last_position() == 0  # a new database
+        records = random_state_records(seed=4, count=30)
+        append_all(log, [records])
+        await log.flush()
+        assert await log.last_position() == 30
+    finally:
+        await log.close()
+    again = await database.open_log()
+    try:
+        assert await again.last_position() == 30  # read back by the next daemon, not kept in memory
+    finally:
+        await again.close()
+
+
 # ------------------------------------------------------------------------------------------------ group commit
 
 

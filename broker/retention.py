@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from .configs import TopicConfig
 from .partitions import Broker, Partition
+from .topics import is_internal_topic
 
 __all__ = ["retention_moves", "retention_start", "run_retention"]
 
@@ -51,7 +52,7 @@ def retention_moves(broker: Broker, now_ms: int) -> list[tuple[Partition, int]]:
     """(partition, new log start) for every partition retention deletes from now."""
     moves = []
     for p in broker.partitions():
-        if not p.bases:
+        if not p.bases or is_internal_topic(p.topic):  # __consumer_offsets is compacted (broker.offsets_topic)
             continue
         start = retention_start(p, broker.config(p.topic), now_ms)
         if start is not None:

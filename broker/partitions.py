@@ -562,7 +562,7 @@ class Broker:
         self.topics.remove(name)
         for _, p in dropped:
             if p is not None:
-                self._wake(p)
+                self.wake(p)
 
         def done(failure: Any) -> None:
             if failure is not None and self.topics.get(name) is None:

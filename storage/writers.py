@@ -22,6 +22,7 @@ inside the transaction). Exceptions are the driver's own; ``SqlRecordLog`` turns
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +32,7 @@ from operator import itemgetter
 from typing import Any, Protocol
 
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import models as m
 from .errors import StorageError
@@ -46,6 +47,8 @@ from .rows import (
     current_member_rows,
     current_offset_row,
 )
+
+log = logging.getLogger(__name__)
 
 _OFFSET_KEYS = ("group_id", "topic", "partition_index")
 # Multi-row statements (SqliteWriter._chunked): SQLite's parameter limit is 32,766 since 3.32, 999 before.
@@ -360,14 +363,22 @@ def _on_conflict(t: _Table, keys: tuple[str, ...], excluded: str) -> str:
 
 
 class PostgresWriter:
-    """Writes batches through the asyncpg connection of a pooled SQLAlchemy connection."""
+    """Writes batches through the asyncpg connection of a pooled SQLAlchemy connection, held from one write to the
+    next: checking a connection out for every transaction cost a ``pool_pre_ping`` round trip and a reset
+    (ROLLBACK) at check-in, about a third of a produce transaction's time on a loaded host (docs/performance.md,
+    the data path). A write that fails for any reason discards the connection (invalidated, never back in the
+    pool), and a held connection found dead when its transaction begins is replaced at once: the recovery after a
+    database outage or a terminated backend is the pool's pre-ping, as before."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._sql: dict[tuple[str, type[m.Base]], str] = {}
+        self._held: AsyncConnection | None = None
 
     async def close(self) -> None:
-        return None
+        held, self._held = self._held, None
+        if held is not None:
+            await held.close()
 
     async def probe(self) -> None:
         async with self.engine.connect() as sa_conn:
@@ -378,11 +389,34 @@ class PostgresWriter:
                     await conn.execute(sql)
 
     async def write(self, records: Sequence[AnyRecord], last_position: int | None) -> BatchRows:
-        async with self.engine.connect() as sa_conn:
-            raw = await sa_conn.get_raw_connection()
-            conn: Any = raw.driver_connection  # asyncpg.Connection
-            async with conn.transaction():
-                return await self._write_in(conn, records, last_position)
+        sa_conn, conn, transaction = await self._begin()
+        try:
+            batch = await self._write_in(conn, records, last_position)
+            await transaction.commit()
+        except BaseException:
+            self._held = None
+            await _discard(sa_conn)  # invalidated: the open transaction goes with the connection
+            raise
+        return batch
+
+    async def _begin(self) -> tuple[AsyncConnection, Any, Any]:
+        """(connection, asyncpg connection, started transaction). A held connection found dead at BEGIN (the
+        backend was terminated, the database restarted) is replaced once by a fresh, pre-pinged checkout, as the
+        pool's pre-ping would have done: nothing of this transaction was sent yet."""
+        held = self._held
+        if held is not None:
+            try:
+                return held, *await _start(held)
+            except Exception:
+                self._held = None
+                await _discard(held)
+        fresh = self._held = await self.engine.connect()
+        try:
+            return fresh, *await _start(fresh)
+        except BaseException:
+            self._held = None
+            await _discard(fresh)
+            raise
 
     async def _write_in(self, conn: Any, records: Sequence[AnyRecord], last: int | None) -> BatchRows:
         if last is None:
@@ -484,6 +518,21 @@ async def _pg_move_log_starts(conn: Any, batch: BatchRows) -> None:
         " AND b.base_offset < k.start AND b.last_offset < k.start",
         topics, partitions, starts,
     )  # fmt: skip
+async def _start(sa_conn: AsyncConnection) -> tuple[Any, Any]:
+    raw = await sa_conn.get_raw_connection()
+    conn: Any = raw.driver_connection  # asyncpg.Connection
+    transaction = conn.transaction()
+    await transaction.start()
+    return conn, transaction
+
+
+async def _discard(sa_conn: AsyncConnection) -> None:
+    """Invalidate and return a connection that failed a write; errors of a dead connection are not ours to raise."""
+    try:
+        await sa_conn.invalidate()
+        await sa_conn.close()
+    except Exception:  # the connection is gone already: nothing to give back
+        log.debug("storage: discarding the failed write connection raised", exc_info=True)
 
 
 def _pg_insert(t: _Table) -> str:

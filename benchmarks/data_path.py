@@ -473,8 +473,8 @@ def render(results: list[Result], meta: dict[str, Any]) -> str:
     lines = [BEGIN, "", "## The data path", ""]
     add = lines.append
     add(
-        f"Measured {meta['started']} -> {meta['finished']} ({'quick' if meta['quick'] else 'full'}) on the machine "
-        f"above unless it says otherwise: {meta['machine']}; load average before/after: {meta['load_before']} / "
+        f"Measured {meta['started']} -> {meta['finished']} ({'quick' if meta['quick'] else 'full'}) on: "
+        f"{meta['machine']}; load average before/after: {meta['load_before']} / "
         f"{meta['load_after']}. Command: `{meta['command']}` (`benchmarks/data_path.py`, client processes in "
         "`benchmarks/data_clients.py`, the wire-level producer and consumer and the baselines in "
         "`benchmarks/data_raw.py`). The daemon runs on core 0, every client on core 1."
@@ -622,7 +622,7 @@ def _machine(pg_url: str | None) -> str:
 
     m["clients"] = (
         f"kafka-python {kafka.__version__}, aiokafka {aiokafka.__version__}, confluent-kafka "
-        f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+        f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
     )
     return "; ".join(f"{k} {v}" for k, v in m.items())
 

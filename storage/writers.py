@@ -12,7 +12,8 @@ generated once from the models (so the models stay the one definition of the sch
   neither waits for the fsync nor hops threads per statement. Same pragmas as the engine: WAL, ``synchronous=FULL``
   (a committed batch survives power loss), the busy timeout.
 * **PostgreSQL** — the asyncpg connection under a pooled SQLAlchemy connection (so ``pool_pre_ping``, timeouts
-  and ``search_path`` are the engine's), one ``INSERT ... SELECT * FROM unnest($1::type[], ...)`` per table:
+  and ``search_path`` are the engine's), held from one transaction to the next and replaced when a write fails or
+  it is found dead at BEGIN, one ``INSERT ... SELECT * FROM unnest($1::type[], ...)`` per table:
   every row of a table in one round trip, with the arrays encoded by asyncpg's C codecs.
 
 ``write(records, last_position)`` returns the ``BatchRows`` written; ``last_position`` None means unknown (read it

@@ -37,7 +37,7 @@ def _value(size: int) -> bytes:
 
 
 def _latency_us(value: bytes, now_ns: int) -> int:
-    return (now_ns - STAMP.unpack_from(value)[0]) // 1000
+    return int(now_ns - STAMP.unpack_from(value)[0]) // 1000
 
 
 def _summary(samples: array[int], started: float, count: int, extra: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def consume_confluent(a: argparse.Namespace, config: dict[str, Any]) -> dict[str
             for m in messages:
                 if m.error():
                     continue
-                samples.append(_latency_us(m.value(), now))
+                samples.append(_latency_us(m.value() or b"", now))
                 got += 1
             if a.work_us and messages:
                 time.sleep(a.work_us * len(messages) / 1e6)

@@ -645,11 +645,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.render:
         earlier = json.loads(args.render.read_text())
-        meta = earlier["meta"]
         if args.notes and args.notes.exists():
-            meta["notes"] = args.notes.read_text()
+            earlier["meta"]["notes"] = args.notes.read_text()
         for path in args.out:
-            write_section(path, render(earlier["results"], meta))
+            write_section(path, render(earlier["results"], earlier["meta"]))
             print(f"wrote {path}")
         return 0
     only = [x for x in args.only.split(",") if x]

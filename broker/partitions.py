@@ -20,6 +20,14 @@ A failed write: the partitions of the call answer KAFKA_STORAGE_ERROR (retriable
 back to the high watermark, so no offset is skipped. (Appends already in flight behind the failed one fail in
 storage too: the write of a batch is conditional on the partition's stored next offset.)
 
+Idempotent producers (``broker.producers``): a batch with a producer id is checked against the producer's state on
+the partition before it gets offsets - a duplicate of one of the producer's last five batches is answered with that
+batch's offsets and not appended again (once that batch is durable, if it is still being written), an older epoch
+gets INVALID_PRODUCER_EPOCH, a sequence gap OUT_OF_ORDER_SEQUENCE_NUMBER. The accepted batch counts for the
+producer's next batch at once and joins its durable state when the write is; a failed write drops it again.
+Transactional batches are refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (transactions are not served).
+``producer_ids`` hands out the producer ids (InitProducerId).
+
 Time is injected (``now_ms``); the registry's changes are heard through ``TopicRegistry.on_change``.
 """
 
@@ -36,6 +44,17 @@ from protocol.errors import ErrorCode
 from protocol.record_batch import BatchError, BatchHeader, Compression, read_produced_batch, stamp
 
 from .configs import CONFIG_NAMES, DEFAULT_MAX_MESSAGE_BYTES, TopicConfig
+from .producers import (
+    DEFAULT_MAX_PRODUCERS_PER_PARTITION,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    PENDING,
+    PartitionProducers,
+    ProducerBatch,
+    ProducerIds,
+    Refusal,
+    StoredProducerBatch,
+    increment_sequence,
+)
 from .records import BatchAppended, DataRecord, LogStartAdvanced, TopicCreated, TopicDeleted
 from .topics import Topic, TopicRegistry, is_internal_topic
 
@@ -108,6 +127,7 @@ class PartitionSnapshot:
     next_offset: int = 0
     # (base offset, last offset, max timestamp, size, append time), by offset
     batches: Sequence[tuple[int, int, int, int, int]] = ()
+    producers: Sequence[StoredProducerBatch] = ()  # the last batches of each idempotent producer, by offset
 
 
 class Partition:
@@ -125,6 +145,7 @@ class Partition:
         "max_timestamps",
         "next_offset",
         "pending_start",
+        "producers",
         "size_bytes",
         "sizes",
         "topic",
@@ -149,6 +170,7 @@ class Partition:
         self.appended = array("q")  # the broker's append time of each batch (BatchAppended.timestamp_ms)
         self.data: list[bytes] | None = [] if keep_bytes else None
         self.watchers: list[Callable[[], None]] = []
+        self.producers: PartitionProducers | None = None  # created at the first idempotent batch
 
     def add(
         self, base: int, last: int, max_timestamp: int, size: int, data: bytes | None = None, appended: int = -1
@@ -210,6 +232,8 @@ class Broker:
         *,
         keep_bytes: bool = False,
         defaults: Mapping[str, str] | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        max_producers_per_partition: int = DEFAULT_MAX_PRODUCERS_PER_PARTITION,
     ) -> None:
         self.topics = topics
         self.log = log
@@ -225,6 +249,9 @@ class Broker:
         self.deleted_bytes = 0
         self._on_read: dict[str, Callable[[int], None]] = {}  # see written_on_read
         self._started = False
+        self.producer_ids = ProducerIds(log, now_ms)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.max_producers_per_partition = max_producers_per_partition
 
     # ------------------------------------------------------------------------------------------------ topics
 
@@ -245,6 +272,10 @@ class Broker:
             for base, last, max_ts, size, appended in s.batches:
                 p.add(base, last, max_ts, size, appended=appended)
             p.high_watermark = p.next_offset = max(s.next_offset, p.high_watermark)
+            if s.producers:
+                p.producers = PartitionProducers(self.max_producers_per_partition)
+                p.producers.load_batches(s.producers)
+                p.producers.expire(self.now_ms(), self.producer_id_expiration_ms)
             self._partitions[(s.topic, s.partition)] = p
 
     def start(self) -> None:
@@ -336,7 +367,8 @@ class Broker:
         accepted batch is durable (at once if none is, maybe inside this call)."""
         answers: list[Appended | None] = []
         records: list[DataRecord] = []
-        appended: list[tuple[int, Partition, BatchAppended, int]] = []  # (answer index, partition, record, time)
+        appended: list[tuple[int, Partition, BatchAppended, int, ProducerBatch | None]] = []
+        duplicates: list[tuple[int, Partition, ProducerBatch]] = []  # (answer index, partition, the original)
         now = self.now_ms()
         for topic, index, data in entries:
             p = self.partition(topic, index)
@@ -350,6 +382,17 @@ class Broker:
             if isinstance(header, Appended):
                 answers.append(header)
                 continue
+            last_seq = -1
+            if header.producer_id >= 0:
+                last_seq = increment_sequence(header.base_sequence, header.last_offset_delta)
+            seen = self._check_producer(p, header, last_seq) if header.producer_id >= 0 else None
+            if isinstance(seen, Appended):
+                answers.append(seen)
+                continue
+            if seen is not None:  # a retry of a batch appended already: answered with its offsets, not appended
+                duplicates.append((len(answers), p, seen))
+                answers.append(None)
+                continue
             assert data is not None
             config = self.config(topic)
             base = p.next_offset
@@ -360,21 +403,33 @@ class Broker:
             t = self.topics.get(topic)
             if t is not None and self._recorded.get(topic, 0) < t.partitions:  # its record failed: write it again
                 records.append(self._topic_record(t))
-            record = BatchAppended(topic, index, base, last, max_ts, p.epoch, stamped, now)
+            producer, retained_from = None, -1
+            if header.producer_id >= 0:
+                producer = ProducerBatch(header.base_sequence, last_seq, base, last, max_ts, PENDING)
+                assert p.producers is not None
+                retained_from = p.producers.begin(header.producer_id, header.producer_epoch, producer, now)
+            record = BatchAppended(
+                topic, index, base, last, max_ts, p.epoch, stamped, now,
+                header.producer_id, header.producer_epoch, header.base_sequence, retained_from,
+            )  # fmt: skip
             p.next_offset = last + 1
             p.inflight += 1
             records.append(record)
-            appended.append((len(answers), p, record, -1 if append_time is None else append_time))
+            appended.append((len(answers), p, record, -1 if append_time is None else append_time, producer))
             answers.append(None)
-        if not appended:
-            if records:
-                self.log.append(records)
-            on_done([a for a in answers if a is not None])
-            return
+        # Answers still to come: the write, the originals of duplicates still being written, and this call itself
+        # (so that answers completed inside this call do not answer before every callback is in place).
+        waiting = len(duplicates) + (1 if appended else 0) + 1
+
+        def answered() -> None:
+            nonlocal waiting
+            waiting -= 1
+            if waiting == 0:
+                on_done([a for a in answers if a is not None])
 
         def done(failure: Any) -> None:
             woken: list[Partition] = []
-            for i, p, record, append_time in appended:
+            for i, p, record, append_time, producer in appended:
                 p.inflight -= 1
                 if failure is None and not p.failed:
                     p.add(
@@ -387,17 +442,78 @@ class Broker:
                     )
                     answers[i] = Appended(ErrorCode.none, record.base_offset, append_time, p.log_start)
                     woken.append(p)
+                    if producer is not None and p.producers is not None:
+                        p.producers.commit(record.producer_id, record.producer_epoch, producer, record.timestamp_ms)
                 else:
                     p.failed = True
                     answers[i] = Appended(ErrorCode.kafka_storage_error, message="the batch could not be stored")
+                    if producer is not None and p.producers is not None:
+                        p.producers.abort(record.producer_id, producer)
                 if p.failed and p.inflight == 0:
                     p.next_offset = p.high_watermark
                     p.failed = False
+                    if p.producers is not None:
+                        p.producers.reset_pending()
             for p in woken:
                 self.wake(p)
-            on_done([a for a in answers if a is not None])
+            answered()
 
-        self.log.append(records, done)
+        for i, p, original in duplicates:
+            original.when_done(self._duplicate_answer(answers, i, p, original, answered))
+        if appended:
+            self.log.append(records, done)
+        elif records:
+            self.log.append(records)
+        answered()
+
+    @staticmethod
+    def _duplicate_answer(
+        answers: list[Appended | None], i: int, p: Partition, original: ProducerBatch, answered: Callable[[], None]
+    ) -> Callable[[bool], None]:
+        """Kafka answers a duplicate with the original batch's offsets, and as log append time the max timestamp
+        it keeps for the batch (``UnifiedLog.append``); the original must be durable first."""
+
+        def fill(durable: bool) -> None:
+            if durable:
+                answers[i] = Appended(ErrorCode.none, original.base_offset, original.max_timestamp, p.log_start)
+            else:
+                answers[i] = Appended(ErrorCode.kafka_storage_error, message="the batch could not be stored")
+            answered()
+
+        return fill
+
+    def _check_producer(self, p: Partition, header: BatchHeader, last_seq: int) -> Appended | ProducerBatch | None:
+        """An idempotent batch against its producer's state: an answer (refused), the batch it duplicates, or None
+        (append it). As Kafka's ``LogValidator`` a producer id needs a sequence >= 0; transactions are not served."""
+        if header.is_transactional:
+            return Appended(
+                ErrorCode.transactional_id_authorization_failed,
+                message="transactions are not supported by this broker",
+            )
+        if header.base_sequence < 0:
+            return Appended(
+                ErrorCode.invalid_record,
+                message=f"invalid sequence number {header.base_sequence} in a batch of producer {header.producer_id}",
+            )
+        if p.producers is None:
+            p.producers = PartitionProducers(self.max_producers_per_partition)
+        seen = p.producers.check(header.producer_id, header.producer_epoch, header.base_sequence, last_seq)
+        if isinstance(seen, Refusal):
+            return Appended(seen.error, message=seen.message)
+        return seen
+
+    def expire_producers(self) -> int:
+        """Forget the producers idle for ``producer_id_expiration_ms`` on every partition; returns how many."""
+        now = self.now_ms()
+        removed = 0
+        for p in self._partitions.values():
+            if p.producers is not None and p.producers.entries:
+                removed += p.producers.expire(now, self.producer_id_expiration_ms)
+        return removed
+
+    def producer_count(self) -> int:
+        """Producer states kept, over all partitions (a producer writing to n partitions counts n times)."""
+        return sum(len(p.producers) for p in self._partitions.values() if p.producers is not None)
 
     def _check(self, p: Partition, data: bytes | None, zstd_allowed: bool) -> Appended | BatchHeader:
         if p.failed:

@@ -51,7 +51,11 @@ MEMORY_STORAGE = "memory"
 class StoredData(DataLog, BatchSource, Protocol):
     """The data path's storage (``SqlRecordLog``): appends, batch reads for Fetch, and the start-up load."""
 
-    async def load_data(self) -> tuple[list[TopicCreated], list[PartitionSnapshot]]: ...
+    async def load_data(self, *, producers_since_ms: int = 0) -> tuple[list[TopicCreated], list[PartitionSnapshot]]: ...
+
+    async def load_producer_ids(self) -> int: ...
+
+    async def prune_producers(self, older_than_ms: int) -> int: ...
 
 
 class App:
@@ -98,6 +102,8 @@ class App:
             self.clock.now_ms,
             keep_bytes=data is None,
             defaults=settings.topics.topic_defaults(),
+            producer_id_expiration_ms=settings.producers.id_expiration_ms,
+            max_producers_per_partition=settings.producers.max_per_partition,
         )
         self.metrics.watch_lag(
             lambda: group_lags(
@@ -218,8 +224,11 @@ class App:
         del loaded
         self.coordinator.on_loaded()
         if self.data is not None:
-            self.broker.load(*await self.data.load_data())
+            since = self.clock.now_ms() - self.settings.producers.id_expiration_ms  # older producers have expired
+            self.broker.load(*await self.data.load_data(producers_since_ms=since))
+            self.broker.producer_ids.load(await self.data.load_producer_ids())
         self.broker.start()  # records the topics not stored yet (configured ones), then every new one
+        self._background.append(asyncio.get_running_loop().create_task(self._expire_producers()))
         self.loaded = True
         self._start_history_pruning()
         interval_ms = self.settings.topics.log_retention_check_interval_ms
@@ -233,6 +242,21 @@ class App:
             k.node_id, host, port, self.settings.http.listen or "off", len(self.topics), replayed,
             type(self.record_log).__name__,
         )  # fmt: skip
+
+    async def _expire_producers(self) -> None:
+        """Every ``producer.id.expiration.check.interval.ms``: forget idle producers (``Broker.expire_producers``)
+        and delete their stored rows (``prune_producers``); a failed delete is retried at the next pass."""
+        p = self.settings.producers
+        while True:
+            await asyncio.sleep(p.id_expiration_check_interval_ms / 1000)
+            removed = self.broker.expire_producers()
+            if removed:
+                log.info("expired %d idle producer states", removed)
+            if self.data is not None:
+                try:
+                    await self.data.prune_producers(self.clock.now_ms() - p.id_expiration_ms)
+                except Exception as e:  # storage.StorageError (storage is not imported here)
+                    log.warning("producer expiry: %s", e, extra={"throttle": ("producer-prune",)})
 
     def _start_history_pruning(self) -> None:
         s = self.settings.storage

@@ -49,6 +49,8 @@ KAFKA_NAMES: dict[str, tuple[str, str]] = {
     "max.connections": ("kafka", "max_connections"),
     "max.connections.per.ip": ("kafka", "max_connections_per_ip"),
     "max.connections.per.ip.overrides": ("kafka", "max_connections_per_ip_overrides"),
+    "producer.id.expiration.ms": ("producers", "id_expiration_ms"),
+    "producer.id.expiration.check.interval.ms": ("producers", "id_expiration_check_interval_ms"),
     "broker.id": ("kafka", "node_id"),
     "node.id": ("kafka", "node_id"),
 }
@@ -195,6 +197,16 @@ class TopicSettings(_Section):
         return value
 
 
+class ProducerSettings(_Section):
+    # Idempotent producers (broker.producers): a producer's state on a partition is forgotten once its last batch
+    # there is this old (Kafka's default: one day), checked every check interval (Kafka's default: 10 minutes).
+    id_expiration_ms: int = Field(default=86_400_000, ge=1)  # producer.id.expiration.ms
+    id_expiration_check_interval_ms: int = Field(default=600_000, ge=1)  # producer.id.expiration.check.interval.ms
+    # Not Kafka's: past this many producers on one partition the least recently active is forgotten early (a client
+    # can name any producer id in a batch; broker.producers).
+    max_per_partition: int = Field(default=10_000, ge=1)
+
+
 class RuntimeSettings(_Section):
     # Python's cyclic GC, tuned for a long-running server (applied by ``kgc serve`` once the state is loaded, see
     # runtime.loop.tune_gc): what exists then is frozen out of every collection, and the youngest
@@ -323,6 +335,7 @@ class Settings(BaseSettings):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     group: GroupSettings = Field(default_factory=GroupSettings)
     topics: TopicSettings = Field(default_factory=TopicSettings)
+    producers: ProducerSettings = Field(default_factory=ProducerSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
 

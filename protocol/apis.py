@@ -36,6 +36,7 @@ class ApiKey(IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
@@ -76,6 +77,7 @@ SUPPORTED_VERSIONS: Final[MappingProxyType[int, tuple[int, int]]] = MappingProxy
         ApiKey.CREATE_PARTITIONS: (0, 3),
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
         ApiKey.ALTER_CONFIGS: (0, 2),
+        ApiKey.INIT_PRODUCER_ID: (0, 4),
     }
 )
 

@@ -302,6 +302,10 @@ def _build_offset_delete(cls: type[Any], error: ErrorCode, body: Any) -> Any:
     return _fill(cls, error, topics=topics)
 
 
+def _build_init_producer_id(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    return _fill(cls, error, producer_id=-1, producer_epoch=-1)  # Kafka's NO_PRODUCER_ID / NO_PRODUCER_EPOCH
+
+
 def _build_api_versions(cls: type[Any], error: ErrorCode, body: Any) -> Any:
     if error is ErrorCode.unsupported_version:
         # Kafka answers an ApiVersions version it does not know in v0 format, with its key list, and clients parse
@@ -390,6 +394,7 @@ _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.CREATE_PARTITIONS: _build_name_results("results"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _build_resources("responses"),
     ApiKey.ALTER_CONFIGS: _build_resources("responses"),
+    ApiKey.INIT_PRODUCER_ID: _build_init_producer_id,
 }
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from sqlalchemy import JSON, BigInteger, Index, Integer, LargeBinary, MetaData, String, Table
+from sqlalchemy import JSON, BigInteger, Index, Integer, LargeBinary, MetaData, String, Table, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Explicit constraint names keep Alembic migrations identical on every dialect.
@@ -332,9 +332,30 @@ class PartitionRow(Base):
 
 class PartitionBatch(Base):
     """One row per record batch (``broker.records.BatchAppended``): the bytes as the producer sent them, with the
-    assigned base offset (and the partition epoch, and under LogAppendTime the broker's time) stamped in."""
+    assigned base offset (and the partition epoch, and under LogAppendTime the broker's time) stamped in.
+
+    ``producer_id``, ``producer_epoch`` and ``base_sequence`` repeat the batch header's (-1: not an idempotent
+    producer); the partial index over the idempotent batches holds every column the start-up load of the producer
+    state reads (``record_log._load_producers``: at most five batches per producer, found from
+    ``partition_producers``), so that load never reads a batch row (nor, on SQLite, the pages of its bytes)."""
 
     __tablename__ = "partition_batches"
+    __table_args__ = (
+        Index(
+            "ix_partition_batches_producers",
+            "topic",
+            "partition_index",
+            "producer_id",
+            "base_offset",
+            "producer_epoch",
+            "base_sequence",
+            "last_offset",
+            "max_timestamp_ms",
+            "appended_ms",
+            sqlite_where=text("producer_id >= 0"),
+            postgresql_where=text("producer_id >= 0"),
+        ),
+    )
     topic: Mapped[Key]
     partition_index: Mapped[KeyInt]
     base_offset: Mapped[PositionKey]
@@ -345,6 +366,36 @@ class PartitionBatch(Base):
     position: Mapped[Int64]
     appended_ms: Mapped[Millis]
     data: Mapped[Bytes]
+    producer_id: Mapped[Int64]
+    producer_epoch: Mapped[Int32]
+    base_sequence: Mapped[Int32]
+
+
+class PartitionProducer(Base):
+    """One row per idempotent producer and partition (current state, upserted with each of its batches): its epoch,
+    the base offset of the oldest of the batches its state keeps (``retained_from``: the start-up load reads that
+    producer's batches from there, at most five, through the partial index of ``partition_batches``), its last
+    offset and when it last appended (producers idle for ``producer.id.expiration.ms`` are not loaded)."""
+
+    __tablename__ = "partition_producers"
+    topic: Mapped[Key]
+    partition_index: Mapped[KeyInt]
+    producer_id: Mapped[PositionKey]
+    producer_epoch: Mapped[Int32]
+    retained_from: Mapped[Int64]
+    last_offset: Mapped[Int64]
+    last_appended_ms: Mapped[Millis]
+
+
+class ProducerIdBlock(Base):
+    """One row per block of producer ids handed out (``broker.records.ProducerIdsAllocated``): ids below the end of
+    the last block are never handed out again."""
+
+    __tablename__ = "producer_id_blocks"
+    first_id: Mapped[Position]
+    block_size: Mapped[Int32]
+    position: Mapped[Int64]
+    allocated_ms: Mapped[Millis]
 
 
 # Tables pruned by position range (everything except the current state and the bookkeeping).

@@ -60,12 +60,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from broker.partitions import PartitionSnapshot
+from broker.producers import BATCHES_TO_RETAIN, StoredProducerBatch
 from broker.records import TopicCreated
 from coordinator.record_log import OnDone, WriteFailure
 from coordinator.records import MemberMetadata, OffsetCommitRecord, StateRecord
@@ -416,16 +417,39 @@ class SqlRecordLog:
             raise StorageError(f"cannot read the log position: {describe(e)}") from e
         return int(found or 0)
 
-    async def load_data(self) -> tuple[list[TopicCreated], list[PartitionSnapshot]]:
+    async def load_data(self, *, producers_since_ms: int = 0) -> tuple[list[TopicCreated], list[PartitionSnapshot]]:
         """The data path's stored state: every topic (partitions, configs) and every partition's offsets, epoch and
-        batch index (no batch bytes: Fetch reads those with ``read_batches``)."""
+        batch index (no batch bytes: Fetch reads those with ``read_batches``), and the last batches of each
+        idempotent producer that appended since ``producers_since_ms`` (the others have expired)."""
         try:
             async with self.engine.connect() as conn:
                 if self._dialect == "postgresql":
                     await conn.execution_options(isolation_level="REPEATABLE READ")
-                return await _load_data(conn)
+                return await _load_data(conn, producers_since_ms)
         except Exception as e:
             raise StorageError(f"cannot load the topics and partitions: {describe(e)}") from e
+
+    async def load_producer_ids(self) -> int:
+        """Where the stored blocks of producer ids end (0 when none was handed out): the next block starts there."""
+        try:
+            async with self.engine.connect() as conn:
+                blocks = table(m.ProducerIdBlock)
+                end = (await conn.execute(select(func.max(blocks.c.first_id + blocks.c.block_size)))).scalar()
+                return int(end) if end is not None else 0
+        except Exception as e:
+            raise StorageError(f"cannot load the producer id blocks: {describe(e)}") from e
+
+    async def prune_producers(self, older_than_ms: int) -> int:
+        """Delete the ``partition_producers`` rows of producers whose last append is older than ``older_than_ms``
+        (expired: the start-up load skips them anyway), so that table does not grow with every producer ever seen.
+        One short transaction; a producer appending meanwhile moves its row past the cut and keeps it."""
+        try:
+            async with self.engine.begin() as conn:
+                pp = table(m.PartitionProducer)
+                result = await conn.execute(delete(pp).where(pp.c.last_appended_ms < older_than_ms))
+                return max(result.rowcount, 0)
+        except Exception as e:
+            raise StorageError(f"cannot prune expired producers: {describe(e)}") from e
 
     async def read_batches(self, topic: str, partition: int, first_base: int, last_base: int) -> list[bytes]:
         """The stored batches of a partition whose base offsets lie in ``[first_base, last_base]``, in order."""
@@ -528,7 +552,45 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
     return out
 
 
-async def _load_data(conn: AsyncConnection) -> tuple[list[TopicCreated], list[PartitionSnapshot]]:
+_BATCH_COLUMNS = "producer_id, producer_epoch, base_sequence, base_offset, last_offset, max_timestamp_ms, appended_ms"
+# Per producer, an index range of partition_batches (the partial index, its condition written as a literal so SQLite
+# can use it). The join order is forced: SQLite's CROSS JOIN keeps the producers outside; PostgreSQL's LATERAL with a
+# LIMIT (each producer keeps at most 5 batches from ``retained_from``) is never flattened into a hash join over the
+# whole index. Either way the work grows with the producers, not with the log.
+_LOAD_PRODUCERS_SQL = {
+    "sqlite": (
+        "SELECT pp.topic, pp.partition_index, "
+        + ", ".join(f"b.{c}" for c in _BATCH_COLUMNS.split(", "))
+        + " FROM partition_producers AS pp CROSS JOIN partition_batches AS b"
+        " WHERE pp.last_appended_ms >= :since AND b.topic = pp.topic AND b.partition_index = pp.partition_index"
+        " AND b.producer_id = pp.producer_id AND b.base_offset >= pp.retained_from AND b.producer_id >= 0"
+    ),
+    "postgresql": (
+        "SELECT pp.topic, pp.partition_index, b.* FROM partition_producers AS pp CROSS JOIN LATERAL ("
+        f"SELECT {_BATCH_COLUMNS} FROM partition_batches AS pb"
+        " WHERE pb.topic = pp.topic AND pb.partition_index = pp.partition_index AND pb.producer_id = pp.producer_id"
+        " AND pb.base_offset >= pp.retained_from AND pb.producer_id >= 0"
+        f" ORDER BY pb.base_offset LIMIT {BATCHES_TO_RETAIN}) AS b"
+        " WHERE pp.last_appended_ms >= :since"
+    ),
+}
+
+
+async def _load_producers(conn: AsyncConnection, since_ms: int) -> dict[tuple[str, int], list[StoredProducerBatch]]:
+    """Per partition, the batches each idempotent producer that appended since ``since_ms`` keeps in its state (at
+    most ``BATCHES_TO_RETAIN``): ``partition_producers`` says from which offset, and they are read from the partial
+    index over the idempotent batches (``models.PartitionBatch``), one index range per producer, never from batch
+    rows (``_LOAD_PRODUCERS_SQL``)."""
+    query = text(_LOAD_PRODUCERS_SQL[conn.dialect.name]).bindparams(since=since_ms)
+    out: dict[tuple[str, int], list[StoredProducerBatch]] = {}
+    for topic, partition, *rest in await conn.execute(query):
+        out.setdefault((topic, partition), []).append(StoredProducerBatch(*rest))
+    return out
+
+
+async def _load_data(
+    conn: AsyncConnection, producers_since_ms: int = 0
+) -> tuple[list[TopicCreated], list[PartitionSnapshot]]:
     t = table(m.TopicRow)
     topics = [
         TopicCreated(row.name, row.partitions, tuple(sorted(json.loads(row.configs).items())), row.updated_ms)
@@ -544,6 +606,7 @@ async def _load_data(conn: AsyncConnection) -> tuple[list[TopicCreated], list[Pa
     )  # fmt: skip
     for topic, partition, base, last, max_ts, size, appended in rows:
         index.setdefault((topic, partition), []).append((base, last, max_ts, size, appended))
+    producers = await _load_producers(conn, producers_since_ms)
     p = table(m.PartitionRow)
     partitions = [
         PartitionSnapshot(
@@ -553,6 +616,7 @@ async def _load_data(conn: AsyncConnection) -> tuple[list[TopicCreated], list[Pa
             row.log_start_offset,
             row.next_offset,
             index.get((row.topic, row.partition_index), []),
+            producers.get((row.topic, row.partition_index), []),
         )
         for row in await conn.execute(select(p).order_by(p.c.topic, p.c.partition_index))
     ]

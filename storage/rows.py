@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.records import BatchAppended, DataRecord, LogStartAdvanced, TopicCreated, TopicDeleted
+from broker.records import (
+    BatchAppended,
+    DataRecord,
+    LogStartAdvanced,
+    ProducerIdsAllocated,
+    TopicCreated,
+    TopicDeleted,
+)
 from coordinator.records import (
     GroupMetadataRecord,
     GroupStabilized,
@@ -74,6 +81,8 @@ class BatchRows:
     # partition its new log start and epoch (run after the batches: the rows wholly below it are deleted)
     topic_deletes: list[str] = field(default_factory=list)
     log_starts: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    # idempotent producers: the partition_producers row of each (topic, partition, producer id), the last one wins
+    producer_upserts: dict[tuple[str, int, int], Row] = field(default_factory=dict)
 
     @property
     def record_count(self) -> int:
@@ -126,8 +135,21 @@ def _batch_appended(batch: BatchRows, position: int, r: BatchAppended) -> None:
             "position": position,
             "appended_ms": r.timestamp_ms,
             "data": r.data,
+            "producer_id": r.producer_id,
+            "producer_epoch": r.producer_epoch,
+            "base_sequence": r.base_sequence,
         },
     )
+    if r.producer_id >= 0:
+        batch.producer_upserts[(r.topic, r.partition, r.producer_id)] = {
+            "topic": r.topic,
+            "partition_index": r.partition,
+            "producer_id": r.producer_id,
+            "producer_epoch": r.producer_epoch,
+            "retained_from": r.producer_retained_from if r.producer_retained_from >= 0 else r.base_offset,
+            "last_offset": r.last_offset,
+            "last_appended_ms": r.timestamp_ms,
+        }
     key = (r.topic, r.partition)
     move = batch.partition_moves.get(key)
     if move is None:
@@ -149,6 +171,8 @@ def _topic_deleted(batch: BatchRows, position: int, r: TopicDeleted) -> None:
         del batch.partition_moves[key]
     for key in [k for k in batch.log_starts if k[0] == name]:
         del batch.log_starts[key]
+    for pkey in [k for k in batch.producer_upserts if k[0] == name]:
+        del batch.producer_upserts[pkey]
     rows = batch.log_rows.get(m.PartitionBatch)
     if rows:
         rows[:] = [row for row in rows if row["topic"] != name]
@@ -160,6 +184,13 @@ def _log_start_advanced(batch: BatchRows, position: int, r: LogStartAdvanced) ->
     key = (r.topic, r.partition)
     start, _ = batch.log_starts.get(key, (r.log_start_offset, r.epoch))
     batch.log_starts[key] = (max(start, r.log_start_offset), r.epoch)
+
+
+def _producer_ids_allocated(batch: BatchRows, position: int, r: ProducerIdsAllocated) -> None:
+    batch.add(
+        m.ProducerIdBlock,
+        {"first_id": r.first_id, "block_size": r.count, "position": position, "allocated_ms": r.timestamp_ms},
+    )
 
 
 def _record_time(record: Record | DataRecord) -> int:
@@ -401,6 +432,7 @@ _HANDLERS: dict[type, Any] = {
     BatchAppended: _batch_appended,
     TopicDeleted: _topic_deleted,
     LogStartAdvanced: _log_start_advanced,
+    ProducerIdsAllocated: _producer_ids_allocated,
 }
 
 

@@ -52,6 +52,7 @@ from .rows import (
 log = logging.getLogger(__name__)
 
 _OFFSET_KEYS = ("group_id", "topic", "partition_index")
+_PRODUCER_KEYS = ("topic", "partition_index", "producer_id")
 # Multi-row statements (SqliteWriter._chunked): SQLite's parameter limit is 32,766 since 3.32, 999 before.
 _SQLITE_MAX_PARAMS = 32_766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
 _SQLITE_MAX_ROWS = 256
@@ -223,7 +224,7 @@ class SqliteWriter:
         if moved.rowcount != 1:
             raise PositionConflict(f"log_state moved away from {last}: is another coordinator writing here?")
         self._insert(conn, m.LogBatch, [_batch_row(batch)])
-        for name in batch.topic_deletes:  # rare: three statements each
+        for name in batch.topic_deletes:  # rare: four statements each
             for sql in _TOPIC_DELETES:
                 conn.execute(sql.replace("$1", "?"), (name,))
         if batch.topic_upserts or batch.partition_inserts:
@@ -234,6 +235,8 @@ class SqliteWriter:
             self._move_partitions(conn, batch)
         if batch.log_starts:
             self._move_log_starts(conn, batch)
+        if batch.producer_upserts:
+            self._upsert(conn, m.PartitionProducer, _PRODUCER_KEYS, list(batch.producer_upserts.values()))
         touched = sorted(batch.group_deletes | batch.group_upserts.keys())
         if touched:
             self._delete(conn, "current_group_members", ("group_id",), [(g,) for g in touched])
@@ -340,9 +343,10 @@ def _sqlite_delete(name: str, keys: tuple[str, ...], rows: int) -> str:
     return f"DELETE FROM {name} WHERE ({', '.join(keys)}) IN (VALUES {', '.join([one] * rows)})"
 
 
-# A deleted topic: its batches, partitions and row (the batches by the primary key's prefix).
+# A deleted topic: its batches, producers, partitions and row (the batches and producers by their keys' prefix).
 _TOPIC_DELETES = (
     "DELETE FROM partition_batches WHERE topic = $1",
+    "DELETE FROM partition_producers WHERE topic = $1",
     "DELETE FROM partitions WHERE topic = $1",
     "DELETE FROM topics WHERE name = $1",
 )
@@ -458,6 +462,8 @@ class PostgresWriter:
                 raise OffsetConflict(f"a partition's stored log does not end where its batches start ({status})")
         if batch.log_starts:
             await _pg_move_log_starts(conn, batch)
+        if batch.producer_upserts:
+            await self._upsert(conn, m.PartitionProducer, _PRODUCER_KEYS, list(batch.producer_upserts.values()))
         touched = sorted(batch.group_deletes | batch.group_upserts.keys())
         if touched:
             await conn.execute("DELETE FROM current_group_members WHERE group_id = ANY($1::VARCHAR[])", touched)

@@ -11,6 +11,7 @@ from .context import CoordinatorApi, Handler, Node, RequestContext, Services
 from .describe_cluster import handle_describe_cluster
 from .find_coordinator import handle_find_coordinator
 from .groups_admin import handle_delete_groups, handle_describe_groups, handle_list_groups
+from .init_producer_id import handle_init_producer_id
 from .membership import handle_heartbeat, handle_join_group, handle_leave_group, handle_sync_group
 from .metadata import handle_metadata
 from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
@@ -54,6 +55,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
 }
 
 __all__ = ["HANDLERS", "CoordinatorApi", "Handler", "Node", "RequestContext", "Services"]

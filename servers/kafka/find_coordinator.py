@@ -1,9 +1,11 @@
 """FindCoordinator (10): single key (v0-3) and batched ``coordinator_keys`` (v4+). This node coordinates everything.
 
-Key types: 0 GROUP -> this node. 1 TRANSACTION -> this node as well: a transactional producer must find *some*
-coordinator before it fails on the APIs we do not advertise (InitProducerId), and answering COORDINATOR_NOT_AVAILABLE
-would make it retry for ever instead of failing clearly. 2 SHARE exists from v6; below v6 (and any unknown type) is
-INVALID_REQUEST, like Kafka.
+Key types: 0 GROUP -> this node. 1 TRANSACTION -> TRANSACTIONAL_ID_AUTHORIZATION_FAILED: transactions are not
+served, and this is Kafka's own answer when a transactional id may not be used (its FindCoordinator checks Describe on
+the id first), which kafka-python, the Java client and librdkafka treat as a fatal error at once; Kafka's
+COORDINATOR_NOT_AVAILABLE (no transaction coordinator) would make them retry for ever instead of failing clearly
+(``init_producer_id`` refuses transactional InitProducerIds the same way). 2 SHARE exists from v6; below v6 (and any
+unknown type) is INVALID_REQUEST, like Kafka.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ _GROUP, _TRANSACTION, _SHARE = 0, 1, 2
 
 
 def _key_error(key_type: int, version: int) -> ErrorCode:
-    if key_type in (_GROUP, _TRANSACTION):
+    if key_type == _GROUP:
         return ErrorCode.none
+    if key_type == _TRANSACTION:
+        return ErrorCode.transactional_id_authorization_failed
     if key_type == _SHARE and version >= 6:
         return ErrorCode.none
     return ErrorCode.invalid_request
@@ -45,7 +49,9 @@ def _entry(services: Services, key: str, error: ErrorCode) -> dict[str, Any]:
         "host": "",
         "port": -1,
         "error_code": error,
-        "error_message": "unknown or unsupported coordinator key type",
+        "error_message": "transactions are not supported by this broker"
+        if error is ErrorCode.transactional_id_authorization_failed
+        else "unknown or unsupported coordinator key type",
     }
 
 

@@ -11,7 +11,14 @@ commit shares one transaction between concurrent produces and offset commits); a
 INVALID_REQUIRED_ACKS for every partition. Per partition errors come from ``broker.partitions.Broker.produce``:
 UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE (CRC, framing), INVALID_RECORD (not one batch of magic 2, base offset
 not 0, a bad count), MESSAGE_TOO_LARGE (``max.message.bytes``), KAFKA_STORAGE_ERROR (the write failed).
-Idempotent and transactional producers need InitProducerId, which is not served: they cannot start.
+
+Idempotent producers (a producer id from InitProducerId in the batch header): the broker checks each batch's epoch
+and sequence against the producer's last batches on the partition (``broker.producers``, docs/semantics.md "Data
+path"): a retried batch that was appended already is answered with its original offsets and not appended again;
+a gap or a wrong sequence gets OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch INVALID_PRODUCER_EPOCH; the client
+recovers from both with a new producer id (InitProducerId). Transactions are not served: a request with a
+``transactional_id``, or a transactional batch, gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition (as
+Kafka answers a transactional id the producer may not use; see ``init_producer_id``), and nothing is appended.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ from .build import build
 from .context import RequestContext, Services
 
 ZSTD_PRODUCE_VERSION = 7
+TRANSACTIONS_REFUSED = Appended(
+    ErrorCode.transactional_id_authorization_failed, message="transactions are not supported by this broker"
+)
 
 
 def _ignore(_answers: list[Appended]) -> None:
@@ -39,6 +49,10 @@ def handle_produce(services: Services, ctx: RequestContext, body: Any) -> Any:
     assert broker is not None, "Produce is served only with a broker"
     entries = [(t.name, p.index, p.records) for t in body.topic_data for p in t.partition_data]
     zstd = ctx.api_version >= ZSTD_PRODUCE_VERSION
+    if body.transactional_id is not None:
+        if body.acks == 0:
+            return b""
+        return _response(ctx, body, [TRANSACTIONS_REFUSED] * len(entries))
     if body.acks == 0:
         broker.produce(entries, _ignore, zstd_allowed=zstd)
         return b""  # no answer: an empty slot writes nothing and keeps the connection's answers in order

@@ -285,7 +285,7 @@ async def test_find_coordinator_single_key(h: Harness, version: int) -> None:
     ("version", "key_type", "error"),
     [
         (4, 0, ErrorCode.none),
-        (4, 1, ErrorCode.none),
+        (4, 1, ErrorCode.transactional_id_authorization_failed),  # transactions are refused
         (5, 2, ErrorCode.invalid_request),
         (6, 2, ErrorCode.none),
         (6, 9, ErrorCode.invalid_request),
@@ -296,6 +296,62 @@ async def test_find_coordinator_batched(h: Harness, version: int, key_type: int,
     assert [(c.key, c.error_code) for c in response.coordinators] == [("a", error), ("b", error)]
     expected_node = 7 if error is ErrorCode.none else -1
     assert {c.node_id for c in response.coordinators} == {expected_node}
+
+
+@pytest.mark.parametrize("version", range(1, 4))  # v0 knows only groups
+async def test_find_coordinator_single_key_refuses_transactions(h: Harness, version: int) -> None:
+    response = await h.respond(10, version, key="txn-1", key_type=1)
+    assert (response.error_code, response.node_id) == (ErrorCode.transactional_id_authorization_failed, -1)
+
+
+# ------------------------------------------------------------------------------------------------ InitProducerId
+
+
+def _init_producer_id(version: int, **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"transactional_id": None, "transaction_timeout": timedelta(seconds=60)}
+    if version >= 3:
+        out |= {"producer_id": -1, "producer_epoch": -1}
+    return out | fields
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_init_producer_id_hands_out_fresh_ids_with_epoch_0(h: Harness, version: int) -> None:
+    first = await h.respond(22, version, **_init_producer_id(version))
+    second = await h.respond(22, version, **_init_producer_id(version))
+    assert (first.error_code, first.producer_id, first.producer_epoch) == (ErrorCode.none, 0, 0)
+    assert (second.error_code, second.producer_id, second.producer_epoch) == (ErrorCode.none, 1, 0)
+
+
+@pytest.mark.parametrize("version", [3, 4])
+async def test_init_producer_id_bump_of_an_idempotent_producer_gets_a_new_id_as_in_kafka(
+    h: Harness, version: int
+) -> None:
+    first = await h.respond(22, version, **_init_producer_id(version))
+    bumped = await h.respond(
+        22, version, **_init_producer_id(version, producer_id=first.producer_id, producer_epoch=first.producer_epoch)
+    )
+    assert (bumped.error_code, bumped.producer_epoch) == (ErrorCode.none, 0)
+    assert bumped.producer_id != first.producer_id
+
+
+@pytest.mark.parametrize(("producer_id", "epoch"), [(5, -1), (-1, 0)])
+async def test_init_producer_id_with_half_an_identity_is_an_invalid_request(
+    h: Harness, producer_id: int, epoch: int
+) -> None:
+    response = await h.respond(22, 4, **_init_producer_id(4, producer_id=producer_id, producer_epoch=epoch))
+    assert (response.error_code, response.producer_id, response.producer_epoch) == (ErrorCode.invalid_request, -1, -1)
+
+
+@pytest.mark.parametrize(
+    ("transactional_id", "error"),
+    [("tx-1", ErrorCode.transactional_id_authorization_failed), ("", ErrorCode.invalid_request)],
+)
+@pytest.mark.parametrize("version", range(0, 5))
+async def test_init_producer_id_refuses_transactional_producers(
+    h: Harness, version: int, transactional_id: str, error: ErrorCode
+) -> None:
+    response = await h.respond(22, version, **_init_producer_id(version, transactional_id=transactional_id))
+    assert (response.error_code, response.producer_id, response.producer_epoch) == (error, -1, -1)
 
 
 @pytest.mark.parametrize("version", range(0, 13))

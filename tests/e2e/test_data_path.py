@@ -1,6 +1,6 @@
-"""The data path end to end: the real daemon (SQLite), real producers and consumer groups of kafka-python (not
-idempotent: InitProducerId is not served), aiokafka and confluent-kafka; a restart keeps topics and messages; an
-idle confluent-kafka consumer does not busy-loop any more."""
+"""The data path end to end: the real daemon (SQLite), real producers and consumer groups of kafka-python (its
+producer made non-idempotent here; idempotent producers: test_idempotent_producers.py), aiokafka and confluent-kafka;
+a restart keeps topics and messages; an idle confluent-kafka consumer does not busy-loop any more."""
 
 from __future__ import annotations
 

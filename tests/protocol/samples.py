@@ -67,6 +67,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_unsigned_varint
 
@@ -100,6 +101,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     37: (CreatePartitionsRequest, CreatePartitionsResponse),
     44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
+    22: (InitProducerIdRequest, InitProducerIdResponse),
 }
 
 _ERRORS = [

@@ -31,6 +31,7 @@ SPEC = {
     "CreatePartitions": (37, 0, 3),
     "IncrementalAlterConfigs": (44, 0, 1),
     "AlterConfigs": (33, 0, 2),
+    "InitProducerId": (22, 0, 4),
 }
 
 
@@ -86,7 +87,7 @@ def test_is_supported_bounds(key: int, lo: int, hi: int) -> None:
     assert not is_supported(key, hi + 1)
 
 
-@pytest.mark.parametrize("key", [22, ApiKey.SASL_HANDSHAKE, ApiKey.CONSUMER_GROUP_HEARTBEAT, 999, -1])
+@pytest.mark.parametrize("key", [26, ApiKey.SASL_HANDSHAKE, ApiKey.CONSUMER_GROUP_HEARTBEAT, 999, -1])
 def test_unserved_keys_are_unsupported(key: int) -> None:
     assert not any(is_supported(key, v) for v in range(0, 20))
 

@@ -209,9 +209,9 @@ def test_unsupported_version_unknown_to_kio_carries_the_correlation_id() -> None
 
 
 def test_unserved_api_known_to_kio_is_decoded_but_not_answered() -> None:
-    body = sample(request_class(22, 0), full=False)  # InitProducerId v0: kio has it, we do not serve it
-    e = unsupported(request_bytes(22, 0, body, correlation_id=8))
-    assert (e.api_key, e.api_version, e.correlation_id, e.client_id, e.body) == (22, 0, 8, "c", body)
+    body = sample(request_class(26, 0), full=False)  # EndTxn v0: kio has it, we do not serve it (no transactions)
+    e = unsupported(request_bytes(26, 0, body, correlation_id=8))
+    assert (e.api_key, e.api_version, e.correlation_id, e.client_id, e.body) == (26, 0, 8, "c", body)
     assert unsupported_response_frame(e) is None
 
 

@@ -230,6 +230,6 @@ def test_api_versions_response_advertises_exactly_the_table(version: int) -> Non
 
 def test_unknown_api_has_no_error_response() -> None:
     with pytest.raises(ValueError):
-        error_response(22, 0, ERR)  # InitProducerId: not served
+        error_response(26, 0, ERR)  # EndTxn: transactions are not served
     with pytest.raises(ValueError):
         error_response(12, 99, ERR)

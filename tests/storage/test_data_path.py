@@ -138,3 +138,88 @@ async def test_recording_a_topic_again_never_shrinks_it_or_resets_offsets(record
     stored, partitions = await record_log.load_data()
     assert [(t.name, t.partitions) for t in stored] == [("t", 4)]
     assert [(p.partition, p.next_offset) for p in partitions] == [(0, 4), (1, 0), (2, 0), (3, 0)]
+
+
+# ------------------------------------------------------------------------------------------------ idempotent producers
+
+
+def idempotent(seq: int, n: int = 2, pid: int = 0, epoch: int = 0) -> bytes:
+    b = DefaultRecordBatchBuilder(2, 0, False, pid, epoch, seq, 1 << 20)
+    for i in range(n):
+        b.append(i, timestamp=100 + i, key=b"k", value=b"v%d" % (seq + i), headers=[])
+    return bytes(b.build())
+
+
+async def init_producer_id(broker: Broker) -> int | None:
+    future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+    broker.producer_ids.allocate(future.set_result)
+    return await future
+
+
+async def test_producer_state_and_producer_ids_survive_a_restart(database: Database) -> None:
+    """Producer ids are never handed out twice; the last five batches of each producer come back from the stored
+    batch headers (through the partial index), so a retry after a restart is still recognised as a duplicate."""
+    log = await database.open_log()
+    topics = TopicRegistry(auto_create=False)
+    broker = new_broker(log, topics)
+    broker.start()
+    topics.add("t", 2)
+    pid = await init_producer_id(broker)
+    other = await init_producer_id(broker)
+    assert (pid, other) == (0, 1)
+    for seq in range(0, 14, 2):  # 7 batches of 2: offsets 0..13
+        [a] = await produce(broker, [("t", 0, idempotent(seq, pid=pid))])
+        assert (a.error, a.base_offset) == (ErrorCode.none, seq)
+    [a] = await produce(broker, [("t", 1, idempotent(0, pid=other, epoch=3))])
+    [a] = await produce(broker, [("t", 0, batch(1))])  # not idempotent: -1 in the producer columns
+    assert a.base_offset == 14
+    await log.close()
+
+    log = await database.open_log()
+    try:
+        assert await log.load_producer_ids() == 1000  # one block of ids was stored
+        broker2 = new_broker(log, TopicRegistry(auto_create=False))
+        stored_topics, partitions = await log.load_data()
+        by_partition = {p.partition: p for p in partitions}
+        assert sorted((b.base_sequence, b.base_offset) for b in by_partition[0].producers) == [
+            (4, 4), (6, 6), (8, 8), (10, 10), (12, 12)
+        ]  # fmt: skip
+        assert [(b.producer_id, b.producer_epoch) for b in by_partition[1].producers] == [(1, 3)]
+        broker2.load(stored_topics, partitions)
+        broker2.producer_ids.load(await log.load_producer_ids())
+        broker2.start()
+        [dup] = await produce(broker2, [("t", 0, idempotent(12, pid=pid))])
+        assert (dup.error, dup.base_offset) == (ErrorCode.none, 12)
+        [old] = await produce(broker2, [("t", 0, idempotent(2, pid=pid))])
+        assert old.error is ErrorCode.out_of_order_sequence_number
+        [dup] = await produce(broker2, [("t", 1, idempotent(0, pid=other, epoch=3))])
+        assert (dup.error, dup.base_offset) == (ErrorCode.none, 0)
+        [nxt] = await produce(broker2, [("t", 0, idempotent(14, pid=pid))])
+        assert (nxt.error, nxt.base_offset) == (ErrorCode.none, 15)
+        assert await init_producer_id(broker2) == 1000
+        assert len(await log.read_batches("t", 0, 0, 100)) == 9  # 7 + 1 + 1: no duplicate was stored
+        # producers older than the window are not loaded
+        _, partitions = await log.load_data(producers_since_ms=int(time.time() * 1000) + 60_000)
+        assert all(not p.producers for p in partitions)
+    finally:
+        await log.close()
+
+
+async def test_expired_producers_rows_are_pruned(database: Database) -> None:
+    log = await database.open_log()
+    try:
+        topics = TopicRegistry(auto_create=False)
+        broker = new_broker(log, topics)
+        broker.start()
+        topics.add("t", 1)
+        for pid in (3, 4):
+            [a] = await produce(broker, [("t", 0, idempotent(0, pid=pid))])
+            assert a.error is ErrorCode.none
+        _, [partition] = await log.load_data()
+        assert {b.producer_id for b in partition.producers} == {3, 4}
+        assert await log.prune_producers(0) == 0  # nobody is older than the epoch
+        assert await log.prune_producers(int(time.time() * 1000) + 60_000) == 2
+        _, [partition] = await log.load_data()
+        assert partition.producers == []
+    finally:
+        await log.close()

@@ -223,3 +223,22 @@ async def test_expired_producers_rows_are_pruned(database: Database) -> None:
         assert partition.producers == []
     finally:
         await log.close()
+
+
+async def test_a_deleted_topic_takes_its_producer_rows_with_it(database: Database) -> None:
+    log = await database.open_log()
+    try:
+        topics = TopicRegistry(auto_create=False)
+        broker = new_broker(log, topics)
+        broker.start()
+        topics.add("t", 1)
+        [a] = await produce(broker, [("t", 0, idempotent(0, pid=5))])
+        assert a.error is ErrorCode.none
+        assert await log.prune_producers(int(time.time() * 1000) + 60_000) == 1  # the row exists ...
+        [a] = await produce(broker, [("t", 0, idempotent(2, pid=5))])
+        deleted: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        assert broker.delete_topic("t", deleted.set_result)
+        assert await deleted is None
+        assert await log.prune_producers(int(time.time() * 1000) + 60_000) == 0  # ... and went with the topic
+    finally:
+        await log.close()

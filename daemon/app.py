@@ -28,6 +28,8 @@ from daemon.settings import Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from runtime.activity import GroupActivity
 from runtime.lag import group_lags
+from runtime.lag_evaluation import LagEvaluator, LagRules
+from runtime.lag_metrics import LagStatusCollector
 from runtime.loop import AsyncioTimer
 from runtime.metrics import Metrics
 from runtime.offsets_topic import OffsetsTopicRenderer, render_state
@@ -80,7 +82,11 @@ class App:
         # fed by the record stream and by the Kafka listener's refused JoinGroups.
         self.activity = GroupActivity(self.clock.now_ms)
         self.records.listen(self.activity)
-        self.operator = Operator(self.metrics, self._history(), self.activity)
+        # Burrow-style status of each group: its last commits per partition, measured against the broker's log end.
+        self.lag = LagEvaluator(self.clock.now_ms, self._log_end, LagRules(**settings.lag.model_dump()))
+        self.records.listen(self.lag)
+        self.metrics.registry.register(LagStatusCollector(self.lag, per_group=self.metrics.per_group_labels))
+        self.operator = Operator(self.metrics, self._history(), self.activity, self.lag)
         self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.records)
         self.operator.watch(self.coordinator)
         self.metrics.watch_offsets(
@@ -182,6 +188,18 @@ class App:
         self.records.listen(memory)
         return memory
 
+    def _log_end(self, topic: str, partition: int) -> int | None:
+        p = self.broker.partition(topic, partition)
+        return None if p is None else p.high_watermark
+
+    def _seed_lag(self) -> None:
+        offsets = self.coordinator.offsets
+        self.lag.seed(
+            (gid, topic, partition, o.offset, o.commit_timestamp_ms)
+            for gid in offsets.group_ids()
+            for (topic, partition), o in offsets.committed(gid).items()
+        )
+
     @property
     def port(self) -> int:
         return self.server.bound_port
@@ -229,6 +247,7 @@ class App:
             self.broker.producer_ids.load(await self.data.load_producer_ids())
         self.broker.start()  # records the topics not stored yet (configured ones), then every new one
         self._background.append(asyncio.get_running_loop().create_task(self._expire_producers()))
+        self._seed_lag()  # the loaded offsets start the status windows (their lag then is unknown)
         self.loaded = True
         self._start_history_pruning()
         interval_ms = self.settings.topics.log_retention_check_interval_ms

@@ -6,6 +6,7 @@
     kgc groups commits GROUP [--since T] [--until T] [--limit N]
     kgc groups rebalances GROUP [--since T] [--until T] [--limit N]
     kgc groups events GROUP [--since T] [--until T] [--limit N]   (static replacements, deletions, refused joins)
+    kgc groups status GROUP [--all]   (Burrow's evaluation: OK/WARN/ERR, partitions STOP/STALL/REWIND; docs/lag.md)
     kgc groups attention [--flapping-per-hour N] [--stale-heartbeat-pct P] [--stuck-ms MS] [--quiet-commits-ms MS]
     kgc groups delete (GROUP ... | --all-groups)
     kgc groups delete-offsets GROUP --topic T[:P,P...] ...
@@ -233,6 +234,25 @@ def show_attention(data: Any, out: TextIO) -> None:
              fmt_ms(i["since_ms"]) if i["since_ms"] is not None else None) for i in data["items"]]  # fmt: skip
     table(rows, ["kind", "group", "member", "detail", "since"], out)
     print(f"({len(data['items'])} items in {len(data['groups'])} groups)", file=out)
+
+
+def show_status(data: Any, out: TextIO) -> None:
+    """Burrow's group status: the group line, then its partitions (those not OK unless --all)."""
+    maxlag = data["maxlag"]
+    worst = f"{maxlag['topic']}:{maxlag['partition']} ({maxlag['current_lag']})" if maxlag else "-"
+    print(f"Group:    {data['group_id']}", file=out)
+    print(f"Status:   {data['status']}   complete {data['complete']:.0%}   total lag {data['totallag']}   "
+          f"max lag {worst}   partitions {data['partition_count']}", file=out)  # fmt: skip
+    if not data["partitions"]:
+        return
+    print(file=out)
+
+    def commit(c: Any) -> str | None:
+        return None if c is None else f"{c['offset']} @ {fmt_ms(c['timestamp_ms'])} lag {_dash(c['lag'])}"
+
+    rows = [(p["topic"], p["partition"], p["status"], p["current_lag"], f"{p['complete']:.0%}", commit(p["start"]),
+             commit(p["end"])) for p in data["partitions"]]  # fmt: skip
+    table(rows, ["topic", "partition", "status", "lag", "complete", "window start", "window end"], out)
 
 
 def show_reset(data: Any, out: TextIO) -> None:
@@ -612,6 +632,9 @@ def run_command(args: argparse.Namespace, api: Api) -> Outcome:
         case "events":
             q = {"since": args.since, "until": args.until, **page}
             return Outcome(api.request("GET", f"/v1/groups/{g}/events", q), show_events)
+        case "status":
+            q = {"all": "true" if args.all else None}
+            return Outcome(api.request("GET", f"/v1/groups/{g}/status", q), show_status)
         case "attention":
             q = {"flapping_per_hour": args.flapping_per_hour, "stale_heartbeat_pct": args.stale_heartbeat_pct,
                  "stuck_ms": args.stuck_ms, "quiet_commits_ms": args.quiet_commits_ms}  # fmt: skip
@@ -743,6 +766,10 @@ def add_groups_subcommands(subparsers: Any) -> None:
     p = gcmds.add_parser("events", help="static replacements, deletions (stored) and refused joins (since start)")
     p.add_argument("group")
     _paged(p, time_range=True)
+    _common(p)
+    p = gcmds.add_parser("status", help="Burrow's evaluation of the group's commits (OK, WARN, ERR)")
+    p.add_argument("group")
+    p.add_argument("--all", action="store_true", help="every partition, not only those not OK")
     _common(p)
     p = gcmds.add_parser("attention", help="what needs attention now (the dashboard's list)")
     p.add_argument("--flapping-per-hour", type=int, metavar="N", help="rebalances per hour that make a group flap")

@@ -215,6 +215,16 @@ class RuntimeSettings(_Section):
     gc_gen0_threshold: int = Field(default=50_000, ge=0)
 
 
+class LagSettings(_Section):
+    """Burrow's evaluation of consumer groups (runtime.lag_evaluation, docs/lag.md); Burrow's names in brackets."""
+
+    intervals: int = Field(default=10, ge=1, le=1_000)  # commits kept per partition [storage intervals]
+    min_distance_ms: int = Field(default=0, ge=0)  # closer commits replace the previous one [min-distance]
+    allowed_lag: int = Field(default=0, ge=0)  # a lag at or below this counts as none [allowed-lag]
+    minimum_complete: float = Field(default=0.0, ge=0, le=1)  # less full windows are OK [minimum-complete]
+    recent_zero_lag_ms: int = Field(default=100_000, ge=0)  # caught up this recently: no STOP [intervals x 10 s]
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -338,6 +348,7 @@ class Settings(BaseSettings):
     producers: ProducerSettings = Field(default_factory=ProducerSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    lag: LagSettings = Field(default_factory=LagSettings)
 
     @classmethod
     def settings_customise_sources(

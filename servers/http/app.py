@@ -30,6 +30,7 @@ from broker.partitions import Broker, MemoryDataLog
 from broker.topics import TopicRegistry as Topics
 from coordinator.clock import Clock, SystemClock
 from runtime.activity import GroupActivity
+from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
 
 from . import keys
@@ -111,6 +112,7 @@ def create_http_app(
     activity: GroupActivity | None = None,
     broker: Broker | None = None,
     admin: TopicAdmin | None = None,
+    lag: LagEvaluator | None = None,
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
@@ -118,6 +120,7 @@ def create_http_app(
     (``/metrics`` answers 404); ``token`` "" or None leaves mutating endpoints open; ``activity`` defaults to an
     empty ``GroupActivity`` (feed it with ``RecordStream.listen`` and the Kafka listener's ``on_join_refused``);
     ``broker`` (the partitions' logs: lag, offset resets) defaults to an empty one over ``topics``.
+    ``lag`` to a ``LagEvaluator`` that knows no log end (feed it with ``RecordStream.listen``).
     """
     app = web.Application(middlewares=[metrics_middleware, error_middleware, auth_middleware])
     app[keys.CORE] = core
@@ -130,6 +133,7 @@ def create_http_app(
         broker = Broker(registry if isinstance(registry, Topics) else Topics(auto_create=False), MemoryDataLog(),
                         app[keys.CLOCK].now_ms, keep_bytes=True)  # fmt: skip
     app[keys.BROKER] = broker
+    app[keys.LAG] = lag if lag is not None else LagEvaluator(app[keys.CLOCK].now_ms, lambda _t, _p: None)
     if metrics is not None:
         app[keys.METRICS] = metrics
     if readiness is not None:

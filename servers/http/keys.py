@@ -10,6 +10,7 @@ from broker.admin import TopicAdmin
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
 from runtime.lag import LogView
+from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
 
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
@@ -27,3 +28,4 @@ DEFERRED_TIMEOUT_S = web.AppKey("deferred_timeout_s", float)
 ACTIVITY = web.AppKey("activity", GroupActivity)
 BROKER = web.AppKey("broker", LogView)  # broker.partitions.Broker: log start/end, append times, ListOffsets
 ADMIN = web.AppKey("admin", TopicAdmin)  # the topic admin over the broker (absent: topics without offsets or configs)
+LAG = web.AppKey("lag", LagEvaluator)  # Burrow-style status of each group (runtime.lag_evaluation)

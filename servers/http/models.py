@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from coordinator.history import RebalanceOutcome  # the core's outcomes are the API's
+from runtime.lag_evaluation import GroupStatus
 
 # Kafka's limits on names: group ids are any non-empty string; topic names are legal Kafka topic names.
 TOPIC_NAME_PATTERN = r"^(?!\.{1,2}$)[a-zA-Z0-9._-]{1,249}$"
@@ -97,6 +98,10 @@ class GroupSummary(Out):
     protocol: str | None = Field(description="The selected protocol (assignor) name.")
     generation_id: int
     members: int = Field(description="Member count.")
+    status: GroupStatus | None = Field(
+        default=None,
+        description="Burrow's evaluation of its commits (GET /v1/groups/{group}/status); null before any commit.",
+    )
 
 
 class GroupList(Out):

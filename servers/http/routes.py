@@ -36,6 +36,7 @@ from coordinator.messages import OffsetCommitPartition, OffsetCommitRequest, Off
 from protocol.consumer_protocol import assignment_partitions, subscription_topics
 from protocol.errors import ErrorCode
 from runtime.lag import GroupLag, group_lag
+from runtime.lag_evaluation import GroupStatus
 from runtime.metrics import CONTENT_TYPE_LATEST
 
 from . import audit, keys
@@ -90,6 +91,7 @@ from .models import (
 )
 from .openapi import Endpoint
 from .reset import LogOffsets, ResetError, plan_reset, select_partitions
+from .status_models import GroupStatusQuery, GroupStatusView, group_status_view
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +218,7 @@ async def list_groups(request: web.Request) -> web.Response:
         groups.append(g)
     groups.sort(key=lambda g: g.group_id)
     page = groups[q.offset : q.offset + q.limit]
+    lag = request.app[keys.LAG]  # evaluated for the page only: partitions x intervals per group
     return respond(
         GroupList(
             groups=[
@@ -226,6 +229,7 @@ async def list_groups(request: web.Request) -> web.Response:
                     protocol=g.protocol_name,
                     generation_id=g.generation_id,
                     members=len(g.members),
+                    status=lag.evaluate(g.group_id).status if lag.knows(g.group_id) else None,
                 )
                 for g in page
             ],
@@ -367,6 +371,20 @@ async def get_rebalances(request: web.Request) -> web.Response:
     if total == 0 and group is None:
         raise json_error(404, f"unknown group {gid!r}")
     return respond(RebalanceHistory(group_id=gid, rebalances=views, total=total, limit=q.limit, offset=q.offset))
+
+
+async def get_group_status(request: web.Request) -> web.Response:
+    """Burrow's evaluation of the group's commit windows against the log end of now (``docs/lag.md``)."""
+    gid, group = _group(request)
+    q = parse_query(request, GroupStatusQuery)
+    lag = request.app[keys.LAG]
+    if not lag.knows(gid) and group is None:
+        raise json_error(404, f"unknown group {gid!r}")
+    ev = lag.evaluate(gid)
+    view = group_status_view(ev, lag.rules.intervals, all_partitions=q.all)
+    if not lag.knows(gid):  # a live group that has committed nothing: Burrow's answer for a group without partitions
+        view.status = GroupStatus.OK
+    return respond(view)
 
 
 # ----------------------------------------------------------------------------------------------- needs attention
@@ -823,6 +841,13 @@ ENDPOINTS: list[Endpoint] = [
              "GROUP_SUBSCRIBED_TO_TOPIC for a topic the group's live members subscribe to, "
              "UNKNOWN_TOPIC_OR_PARTITION for a partition that is neither registered nor committed. 409 when the "
              "group is not Empty and does not use the consumer protocol (NON_EMPTY_GROUP)."),
+    Endpoint("GET", "/v1/groups/{group}/status", get_group_status, "Burrow-style consumer status", "groups",
+             {200: GroupStatusView, 404: ErrorBody}, query=GroupStatusQuery, path_descriptions=GROUP,
+             description="Burrow's evaluation of the group: per partition OK, WARN (lag growing), STOP (no commit "
+             "for longer than the window spans, with lag), STALL (offset not moving, with lag) or REWIND, from "
+             "its last lag.intervals commits and the log end now; the group is OK, WARN or ERR (the worst "
+             "partition), with complete, maxlag and totallag. The windows are kept in memory since the daemon "
+             "started (started from the loaded offsets). docs/lag.md has the rules."),
     Endpoint("GET", "/v1/groups/{group}/commits", get_commits, "Commit log", "history",
              {200: CommitLog, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
     Endpoint("GET", "/v1/groups/{group}/rebalances", get_rebalances, "Rebalance history", "history",

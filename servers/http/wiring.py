@@ -21,6 +21,7 @@ from broker.admin import TopicAdmin
 from broker.partitions import Broker
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
+from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
 
 from .app import create_http_app
@@ -33,6 +34,7 @@ class Operator:
     metrics: Metrics
     history: HistorySource
     activity: GroupActivity | None = None  # recent activity (runtime.activity), listening to the record stream
+    lag: LagEvaluator | None = None  # Burrow-style group status (runtime.lag_evaluation), listening too
 
     def watch(self, core: Any) -> None:
         """Groups-by-state and member gauges, read from the live core at scrape time."""
@@ -51,5 +53,5 @@ class Operator:
     ) -> web.Application:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
-            token=token, activity=self.activity, broker=broker, admin=admin,
+            token=token, activity=self.activity, broker=broker, admin=admin, lag=self.lag,
         )  # fmt: skip

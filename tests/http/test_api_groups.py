@@ -51,6 +51,7 @@ async def test_list_groups_filters_and_pages(world: World, client: Client) -> No
         "protocol": "range",
         "generation_id": 1,
         "members": 2,
+        "status": None,  # no evaluator in this world's record stream (tests/http/test_group_status.py)
     }
     assert by_id["g-empty"]["state"] == "Empty" and by_id["g-empty"]["protocol_type"] == ""
     assert by_id["g-prep"]["state"] == "PreparingRebalance" and by_id["g-prep"]["members"] == 1
@@ -303,6 +304,7 @@ async def test_openapi_document_lists_every_route(client: Client) -> None:
     ops = {(path, method) for path, item in doc["paths"].items() for method in item}
     assert ops == {
         ("/v1/groups", "get"),
+        ("/v1/groups/{group}/status", "get"),
         ("/v1/groups/{group}", "get"),
         ("/v1/groups/{group}", "delete"),
         ("/v1/groups/{group}/offsets", "get"),

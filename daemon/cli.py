@@ -6,7 +6,7 @@
     kgc groups commits GROUP [--since T] [--until T] [--limit N]
     kgc groups rebalances GROUP [--since T] [--until T] [--limit N]
     kgc groups events GROUP [--since T] [--until T] [--limit N]   (static replacements, deletions, refused joins)
-    kgc groups status GROUP [--all]   (Burrow's evaluation: OK/WARN/ERR, partitions STOP/STALL/REWIND; docs/lag.md)
+    kgc groups status GROUP [--all]   (Burrow's evaluation: OK/WARN/ERR, STOP/STALL/REWIND; docs/consumer-status.md)
     kgc groups attention [--flapping-per-hour N] [--stale-heartbeat-pct P] [--stuck-ms MS] [--quiet-commits-ms MS]
     kgc groups delete (GROUP ... | --all-groups)
     kgc groups delete-offsets GROUP --topic T[:P,P...] ...

@@ -216,7 +216,8 @@ class RuntimeSettings(_Section):
 
 
 class LagSettings(_Section):
-    """Burrow's evaluation of consumer groups (runtime.lag_evaluation, docs/lag.md); Burrow's names in brackets."""
+    """Burrow's evaluation of consumer groups (runtime.lag_evaluation, docs/consumer-status.md); Burrow's names in
+    brackets."""
 
     intervals: int = Field(default=10, ge=1, le=1_000)  # commits kept per partition [storage intervals]
     min_distance_ms: int = Field(default=0, ge=0)  # closer commits replace the previous one [min-distance]

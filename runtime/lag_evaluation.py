@@ -3,7 +3,7 @@
 LinkedIn's Burrow (``core/internal/evaluator/caching.go``, with the offset windows of
 ``core/internal/storage/inmemory.go``) judges a consumer without any threshold on the lag itself: it keeps, per group
 and partition, a window of the last ``intervals`` commits (offset, commit time, and the lag at that commit: the log
-end then minus the committed offset) and reads the trend. ``docs/lag.md`` states the rules; in short, for a
+end then minus the committed offset) and reads the trend. ``docs/consumer-status.md`` states the rules; in short, for a
 partition whose current lag (log end now - last committed offset) is above ``allowed_lag``, in this order:
 
 * **STOP** - no commit for longer than the window spans (now - last commit > last commit - first commit), unless the
@@ -159,7 +159,7 @@ class GroupEvaluation:
 def partition_status(
     samples: Sequence[CommitSample], current_lag: int, now_ms: int, rules: LagRules, recently_caught_up: bool
 ) -> PartitionStatus:
-    """Burrow's rules for one partition, most severe first (``docs/lag.md``)."""
+    """Burrow's rules for one partition, most severe first (``docs/consumer-status.md``)."""
     if not samples or current_lag <= rules.allowed_lag:
         return PartitionStatus.OK
     first, last = samples[0], samples[-1]

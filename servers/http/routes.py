@@ -374,7 +374,7 @@ async def get_rebalances(request: web.Request) -> web.Response:
 
 
 async def get_group_status(request: web.Request) -> web.Response:
-    """Burrow's evaluation of the group's commit windows against the log end of now (``docs/lag.md``)."""
+    """Burrow's evaluation of the group's commit windows against the log end of now (``docs/consumer-status.md``)."""
     gid, group = _group(request)
     q = parse_query(request, GroupStatusQuery)
     lag = request.app[keys.LAG]
@@ -847,7 +847,7 @@ ENDPOINTS: list[Endpoint] = [
              "for longer than the window spans, with lag), STALL (offset not moving, with lag) or REWIND, from "
              "its last lag.intervals commits and the log end now; the group is OK, WARN or ERR (the worst "
              "partition), with complete, maxlag and totallag. The windows are kept in memory since the daemon "
-             "started (started from the loaded offsets). docs/lag.md has the rules."),
+             "started (started from the loaded offsets). docs/consumer-status.md has the rules."),
     Endpoint("GET", "/v1/groups/{group}/commits", get_commits, "Commit log", "history",
              {200: CommitLog, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
     Endpoint("GET", "/v1/groups/{group}/rebalances", get_rebalances, "Rebalance history", "history",

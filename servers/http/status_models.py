@@ -1,4 +1,4 @@
-"""The bodies of ``GET /v1/groups/{group}/status``: Burrow's consumer group status (``docs/lag.md``).
+"""The bodies of ``GET /v1/groups/{group}/status``: Burrow's consumer group status (``docs/consumer-status.md``).
 
 Burrow's field names where it has them (``status``, ``complete``, ``partitions``, ``partition_count``, ``maxlag``,
 ``totallag``, ``current_lag``, ``start``/``end``), times in epoch milliseconds like the rest of this API.
@@ -33,7 +33,7 @@ class CommitSampleView(Out):
 class PartitionStatusView(Out):
     topic: str
     partition: int
-    status: PartitionStatus = Field(description="OK, WARN (lag growing), STOP, STALL or REWIND (docs/lag.md).")
+    status: PartitionStatus = Field(description="OK, WARN (lag growing), STOP, STALL or REWIND.")
     start: CommitSampleView | None = Field(description="The oldest commit of the window.")
     end: CommitSampleView | None = Field(description="The newest commit of the window.")
     current_lag: int = Field(description="Log end now minus the last committed offset.")

@@ -42,6 +42,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from coordinator.records import GroupTombstone, OffsetCommitRecord, OffsetTombstone, Record
 
@@ -88,9 +89,9 @@ _GROUP_OF = {
 _GROUP_RANK = {GroupStatus.NOTFOUND: 0, GroupStatus.OK: 1, GroupStatus.WARN: 2, GroupStatus.ERR: 3}
 
 
-@dataclass(frozen=True, slots=True)
-class CommitSample:
-    """One entry of a partition's window: the committed offset, when, and the lag then (None: unknown)."""
+class CommitSample(NamedTuple):
+    """One entry of a partition's window: the committed offset, when, and the lag then (None: unknown). A tuple:
+    one is made per durable commit."""
 
     offset: int
     timestamp_ms: int
@@ -127,8 +128,7 @@ class _Window:
         self.caught_up_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionEvaluation:
+class PartitionEvaluation(NamedTuple):
     topic: str
     partition: int
     status: PartitionStatus
@@ -157,34 +157,49 @@ class GroupEvaluation:
 
 
 def partition_status(
-    samples: Sequence[CommitSample], current_lag: int, now_ms: int, rules: LagRules, recently_caught_up: bool
+    window: Sequence[CommitSample], current_lag: int, now_ms: int, rules: LagRules, recently_caught_up: bool
 ) -> PartitionStatus:
-    """Burrow's rules for one partition, most severe first (``docs/consumer-status.md``)."""
-    if not samples or current_lag <= rules.allowed_lag:
+    """Burrow's rules for one partition, most severe first (``docs/consumer-status.md``), in one pass over the
+    window after the STOP test."""
+    allowed = rules.allowed_lag
+    if current_lag <= allowed:
         return PartitionStatus.OK
-    first, last = samples[0], samples[-1]
-    # Stopped: silent for longer than the window spans. Checked first, since old history means nothing then.
+    if not window:
+        return PartitionStatus.OK
+    first, last = window[0], window[-1]
+    # Stopped: silent for longer than the window spans. Checked first: old history says nothing about a consumer
+    # that is gone.
     if now_ms - last.timestamp_ms > last.timestamp_ms - first.timestamp_ms and not recently_caught_up:
         return PartitionStatus.STOP
-    # Rewound, and not back to where it was before the rewind (a rebalance may commit a slightly older offset).
-    for i in range(1, len(samples)):
-        if samples[i].offset < samples[i - 1].offset:
-            before = samples[i - 1].offset
-            if not any(samples[j].offset >= before for j in range(i, len(samples))):
-                return PartitionStatus.REWIND
-            break
-    # A window in which the consumer was caught up at some commit is OK whatever else it shows.
-    if any(s.lag is not None and s.lag <= rules.allowed_lag for s in samples):
+    rewound_from: int | None = None  # the offset before the window's first rewind
+    recovered = caught_up = moved = False
+    growing = True  # the lag never went down from one commit (with a known lag) to the next
+    previous_offset = first.offset
+    previous_lag: int | None = None
+    for offset, _ts, lag in window:
+        if rewound_from is None:
+            if offset < previous_offset:
+                rewound_from = previous_offset
+        elif offset >= rewound_from:
+            recovered = True
+        if offset != first.offset:
+            moved = True
+        if lag is not None:
+            if lag <= allowed:
+                caught_up = True
+            if previous_lag is not None and lag < previous_lag:
+                growing = False
+            previous_lag = lag
+        previous_offset = offset
+    # Rewound and not back where it was (a rebalance may commit a slightly older offset: that passes quickly).
+    if rewound_from is not None and not recovered:
+        return PartitionStatus.REWIND
+    # Caught up at some commit of the window: OK whatever else it shows.
+    if caught_up:
         return PartitionStatus.OK
-    if all(s.offset == first.offset for s in samples):
+    if not moved:
         return PartitionStatus.STALL
-    previous: int | None = None
-    for s in samples:
-        if s.lag is not None:
-            if previous is not None and s.lag < previous:
-                return PartitionStatus.OK
-            previous = s.lag
-    return PartitionStatus.WARN
+    return PartitionStatus.WARN if growing else PartitionStatus.OK
 
 
 # ----------------------------------------------------------------------------------------------------- evaluator
@@ -242,7 +257,7 @@ class LagEvaluator:
         if w is None:
             w = windows[(topic, partition)] = _Window(self.rules.intervals)
         end = self._log_end(topic, partition)
-        lag = None if end is None else max(0, end - offset)
+        lag = None if end is None else (end - offset if end > offset else 0)
         samples = w.samples
         if samples:
             prev = samples[-1]

@@ -6,7 +6,8 @@ Layout of ``DIR`` (what ``spark_jobs.extract.read_parquet`` reads): one sub-dire
 with the database's column names.
 
 * **Log and history tables** (``storage.models.HISTORY_TABLES``: every table the Spark job reads, plus
-  ``join_phase_members``) are append-only and carry the log ``position``. Each run exports the rows with
+  ``join_phase_members``; and ``partition_batches`` without its ``data``: offsets and append times, not the message
+  bytes) are append-only and carry the log ``position``. Each run exports the rows with
   ``last < position <= high`` into one new file ``<table>/part-<last+1>-<high>.parquet`` (20-digit positions), where
   ``last`` is what the previous run exported and ``high`` the database's ``log_state.last_position`` read at the
   start of this run. Rows the daemon's retention later prunes stay in the export (it is the long-term archive).
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from sqlalchemy import JSON, BigInteger, Boolean, Integer, LargeBinary, String, Table, event, select
+from sqlalchemy import JSON, BigInteger, Boolean, Column, Integer, LargeBinary, MetaData, String, Table, event, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -50,7 +51,18 @@ STATE_FILE = "_export_state.json"
 STATE_VERSION = 1
 DEFAULT_CHUNK_ROWS = 50_000
 SNAPSHOT_MODELS: tuple[type[m.Base], ...] = (m.CurrentGroup, m.CurrentGroupMember, m.CurrentOffset)
-APPEND_TABLES: tuple[Table, ...] = tuple(m.table(model) for model in m.HISTORY_TABLES)
+
+
+def _without(table: Table, *dropped: str) -> Table:
+    """``table`` as seen without some of its columns (a statement on it selects only the others)."""
+    kept = [Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable) for c in table.columns
+            if c.name not in dropped]  # fmt: skip
+    return Table(table.name, MetaData(), *kept)
+
+
+# The data path's batches without their bytes: when each partition's log end moved (the Spark lag report).
+BATCH_INDEX = _without(m.table(m.PartitionBatch), "data")
+APPEND_TABLES: tuple[Table, ...] = (*(m.table(model) for model in m.HISTORY_TABLES), BATCH_INDEX)
 SNAPSHOT_TABLES: tuple[Table, ...] = tuple(m.table(model) for model in SNAPSHOT_MODELS)
 if TYPE_CHECKING:
     import pyarrow as pa

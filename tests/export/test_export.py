@@ -16,9 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import Table, select
 
+from broker.records import BatchAppended, DataRecord, TopicCreated
 from coordinator import records as r
 from daemon.export import (
     APPEND_TABLES,
+    BATCH_INDEX,
     SNAPSHOT_TABLES,
     STATE_FILE,
     ExportError,
@@ -68,13 +70,16 @@ def _commits(group: str, gen: int, member: str, now: int, offsets: dict[int, int
     ]  # fmt: skip
 
 
-FIRST: list[r.Record] = [
+FIRST: list[r.Record | DataRecord] = [
+    TopicCreated("t", 4, (), 0),
+    BatchAppended("t", 0, 0, 9, 0, 0, b"ten messages", 30_000),
     *_generation("g1", 1, [_member("a", None, [0, 1, 2, 3])], 0, r.RebalanceCause.NEW_MEMBER, "a"),
     *_commits("g1", 1, "a", 1 * M, {0: 10, 1: 11, 2: 12, 3: 13}),
     *_generation("g2", 1, [_member("x", "static-x", [0, 1, 2, 3])], 0, r.RebalanceCause.NEW_MEMBER, "x"),
     *_commits("g2", 1, "x", 1 * M, {0: 5}),
 ]
-SECOND: list[r.Record] = [
+SECOND: list[r.Record | DataRecord] = [
+    BatchAppended("t", 0, 10, 19, 0, 0, b"ten more", 2 * M),
     *_generation(
         "g1", 2, [_member("a", None, [0, 1]), _member("b", None, [2, 3])], 2 * M, r.RebalanceCause.NEW_MEMBER, "b"
     ),
@@ -86,7 +91,7 @@ SECOND: list[r.Record] = [
 ]
 
 
-async def _append(database: Any, batch: list[r.Record]) -> None:
+async def _append(database: Any, batch: list[r.Record | DataRecord]) -> None:
     log = await database.open_log()
     try:
         log.append(batch)
@@ -165,6 +170,11 @@ async def test_second_run_exports_only_new_rows_and_the_union_equals_the_db(data
         assert sum(pq.ParquetFile(f).num_row_groups for f in new_files) == -(-len(new) // 3)
         assert _exported(out, table, [f for f in first.files if f.parent.name == table.name]) == first_rows[table.name]
     assert second.rows["member_removed"] == 1 and second.rows["offset_removals"] == 2
+    # the batches' offsets and append times, never their bytes
+    assert [(x["base_offset"], x["last_offset"], x["appended_ms"]) for x in _exported(out, BATCH_INDEX)] == [
+        (0, 9, 30_000), (10, 19, 2 * M)
+    ]  # fmt: skip
+    assert "data" not in pq.read_schema(next((out / "partition_batches").glob("*.parquet"))).names
     # snapshots replaced: one file each, the current state after the second batch (g2 deleted, g1/t/0 deleted)
     for table in SNAPSHOT_TABLES:
         assert [p.name for p in (out / table.name).iterdir()] == [f"snapshot-{second.high_position:020d}.parquet"]

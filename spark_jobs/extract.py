@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .jdbc_drivers import driver_class
-from .schema import TABLES, Inputs
+from .schema import OPTIONAL_TABLES, TABLES, Inputs
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ def read_parquet(spark: SparkSession, directory: str | os.PathLike[str]) -> Inpu
         path = root / table
         if path.exists() and any(path.glob("**/*.parquet")):
             tables[table] = conform(table, spark.read.parquet(str(path)))
+        elif table in OPTIONAL_TABLES:
+            log.info("export %s has no table %s; reading it as empty", root, table)
         else:
             log.warning("export %s has no table %s; reading it as empty", root, table)
     return Inputs.from_tables(spark, tables)

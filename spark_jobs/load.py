@@ -111,6 +111,15 @@ def build_summary(
             "full",
         )
         .join(tables["commit_cadence_group"].select("group_id", "commits", "interval_p50_ms"), "group_id", "full")
+        .join(
+            # the worst lag at any commit in the range (null: no stored batch for its partitions)
+            tables["group_lag_windows"]
+            .where("granularity = 'day'")
+            .groupBy("group_id")
+            .agg(F.max("max_lag_messages").alias("max_lag_messages"), F.max("max_lag_ms").alias("max_lag_ms")),
+            "group_id",
+            "full",
+        )
         .join(tables["commit_rewinds"].groupBy("group_id").agg(F.count("*").alias("rewinds")), "group_id", "full")
         .join(
             tables["offset_resets"]

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from . import assignments, commits, rebalances, timeline
+from . import assignments, commits, lag, rebalances, timeline
 from .config import ReportConfig, ReportRange
-from .schema import Inputs
+from .schema import GROUPLESS_TABLES, Inputs
 
-# Tables that have a group_id column (all of them).
+# The tables of group events and their time column (partition_batches is no event of a group).
 _TIME_COLUMNS = {
     "group_metadata_log": "timestamp_ms",
     "group_removals": "timestamp_ms",
@@ -32,7 +32,7 @@ def filter_groups(inputs: Inputs, glob: str | None) -> Inputs:
     if not glob:
         return inputs
     regex = fnmatch.translate(glob)
-    return inputs.map(lambda _name, df: df.where(F.col("group_id").rlike(regex)))
+    return inputs.map(lambda name, df: df if name in GROUPLESS_TABLES else df.where(F.col("group_id").rlike(regex)))
 
 
 def first_event_ms(inputs: Inputs) -> int | None:
@@ -73,6 +73,8 @@ def compute_metrics(
     episodes = keep(timeline.rebalance_episodes(inputs, rng))
     steps = keep(commits.commit_steps(inputs))
     cadence_partition, cadence_group = commits.commit_cadence(steps, config, rng)
+    commit_lag = keep(lag.commit_lag(inputs, rng))
+    lag_partition, lag_group = lag.lag_windows(commit_lag)
     return {
         "rebalance_episodes": episodes,
         "state_intervals": intervals,
@@ -90,4 +92,7 @@ def compute_metrics(
         "offset_resets": commits.offset_resets(steps, rng),
         "stale_partitions": commits.stale_partitions(inputs, intervals, config, rng),
         "expiring_groups": commits.expiring_groups(inputs, config, rng),
+        "commit_lag": commit_lag,
+        "lag_windows": lag_partition,
+        "group_lag_windows": lag_group,
     }

@@ -312,6 +312,8 @@ GROUP_COLUMNS: tuple[Column_, ...] = (
     ("evictions", "Evictions", "int"),
     ("commits", "Commits", "int"),
     ("interval_p50_ms", "Commit interval p50", "dur"),
+    ("max_lag_messages", "Max lag at a commit", "int"),
+    ("max_lag_ms", "Max lag at a commit (time)", "dur"),
     ("rewinds", "Rewinds", "int"),
     ("resets", "Offset resets", "int"),
     ("ongoing_stale", "Partitions uncommitted now", "int"),

@@ -154,6 +154,16 @@ MEMBER_REMOVED = _schema(
     ("timestamp_ms", L, False),
 )
 
+# The data path's record batches, without their bytes: where each partition's log end was when (spark_jobs/lag.py).
+PARTITION_BATCHES = _schema(
+    ("topic", S, False),
+    ("partition_index", I32, False),
+    ("base_offset", L, False),
+    ("last_offset", L, False),
+    ("appended_ms", L, False),  # when the broker appended the batch
+    ("position", L, False),
+)
+
 # Table name (as in the database and in a Parquet export: one sub-directory per table) -> canonical schema.
 TABLES: dict[str, StructType] = {
     "group_metadata_log": GROUP_METADATA_LOG,
@@ -167,7 +177,15 @@ TABLES: dict[str, StructType] = {
     "group_stabilized": GROUP_STABILIZED,
     "member_joined": MEMBER_JOINED,
     "member_removed": MEMBER_REMOVED,
+    "partition_batches": PARTITION_BATCHES,
 }
+
+# Tables a source may lack without a warning (an export made before ``kgc export`` wrote the batches' offsets).
+# Their metrics are then empty or null.
+OPTIONAL_TABLES = frozenset({"partition_batches"})
+
+# Tables without a group (not filtered by the report's group glob).
+GROUPLESS_TABLES = frozenset({"partition_batches"})
 
 # Group states as the daemon writes them.
 EMPTY = "Empty"
@@ -197,6 +215,7 @@ class Inputs:
     group_stabilized: DataFrame
     member_joined: DataFrame
     member_removed: DataFrame
+    partition_batches: DataFrame
 
     @classmethod
     def from_tables(cls, spark: SparkSession, tables: dict[str, DataFrame]) -> Inputs:

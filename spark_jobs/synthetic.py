@@ -6,7 +6,8 @@ Shape: every group has ``members`` members and ``partitions`` partitions of one 
 membership turns over every third rebalance (a leave or an eviction, then a join), and the assignment rotates every
 second generation so that some partitions move. One group in ten is static (group.instance.id), and the last rebalance
 of one group in seven is left in progress. Commits are spread evenly over the groups' partitions at a fixed cadence
-with a little jitter, over the same span as the rebalances; offsets grow, and one commit in 5000 rewinds. Positions
+with a little jitter, over the same span as the rebalances; offsets grow, and one commit in 5000 rewinds. Each
+partition's record batches (100 records each) arrive at the commit cadence, so every commit has some lag. Positions
 follow time across all tables.
 
 Everything is generated with Spark from ``spark.range`` (no driver-side loops over rows), so 10 million rows stay cheap.
@@ -240,6 +241,23 @@ def generate(spark: SparkSession, spec: SyntheticSpec) -> dict[str, DataFrame]:
     for name in list(out):
         if name != "offset_commits":
             out[name] = out[name].withColumn("position", F.col("position") * 64)
+    # The data path: group g reads topic g % 10; each partition gets a batch of 100 records half a commit interval
+    # before the commit that reaches its end, so every commit is 100 messages and about half an interval behind.
+    topics = min(spec.groups, 10)
+    b = spark.range(topics * spec.partitions * (per_key + 1)).select(
+        (F.col("id") % topics).cast("int").alias("t"),
+        ((F.col("id") / topics).cast("long") % spec.partitions).cast("int").alias("p"),
+        (F.col("id") / (topics * spec.partitions)).cast("long").alias("k"),
+    )
+    appended = F.lit(START_MS) + F.col("k") * commit_interval_ms - commit_interval_ms // 2
+    out["partition_batches"] = b.select(
+        F.format_string("topic-%d", F.col("t")).alias("topic"),
+        F.col("p").alias("partition_index"),
+        (F.col("k") * 100).alias("base_offset"),
+        (F.col("k") * 100 + 99).alias("last_offset"),
+        appended.alias("appended_ms"),
+        (((appended * 8 + 6) * 4096 + F.col("t")) * 64 + F.col("p") % 64).alias("position"),
+    )
     empty = {n: spark.createDataFrame([], TABLES[n]) for n in ("group_removals", "offset_removals")}
     out.update(empty)
     return {name: out[name].select(*[f.name for f in TABLES[name].fields]) for name in TABLES}

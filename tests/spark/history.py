@@ -212,6 +212,14 @@ class History:
         )
         return self
 
+    def batch(self, pos: int, topic: str, partition: int, base: int, last: int, appended_ms: int) -> History:
+        """A record batch of the data path (``partition_batches``, without its bytes)."""
+        self.rows["partition_batches"].append(
+            dict(topic=topic, partition_index=partition, base_offset=base, last_offset=last, appended_ms=appended_ms,
+                 position=pos)
+        )  # fmt: skip
+        return self
+
     def inputs(self, spark: SparkSession) -> Inputs:
         tables = {}
         for name, schema in TABLES.items():

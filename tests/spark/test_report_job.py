@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from spark_jobs.config import ReportConfig
 from spark_jobs.jdbc_drivers import find_jars
@@ -25,7 +26,9 @@ from .history import M
 
 
 def _write_daemon_history(url: str, schema: str | None = None) -> None:
-    """A consumer group's life through the daemon's record factories and SqlRecordLog."""
+    """A consumer group's life through the daemon's record factories and SqlRecordLog, and two record batches of
+    its partition t/0: offsets 0-149 appended at 1 min, 150-199 at 12 min."""
+    from broker.records import BatchAppended, TopicCreated
     from coordinator import records as r
     from protocol.consumer_protocol import encode_assignment
     from storage.record_log import SqlRecordLog
@@ -86,9 +89,17 @@ def _write_daemon_history(url: str, schema: str | None = None) -> None:
         r.RebalanceStarted("orders", 2, r.RebalanceCause.SESSION_TIMEOUT, "b", None, None, "Stable", 20 * M),
     ]
 
+    data = [
+        TopicCreated("t", 4, (), 0),
+        BatchAppended("t", 0, 0, 149, 1 * M, 0, b"batch-1", 1 * M),
+        BatchAppended("t", 0, 150, 199, 12 * M, 0, b"batch-2", 12 * M),
+    ]
+
     async def write() -> None:
         log = await SqlRecordLog.open(url, schema=schema)
         try:
+            log.append(data)
+            await log.flush()
             log.append(history)
             await log.flush()
         finally:
@@ -111,6 +122,17 @@ def _check_report(spark: SparkSession, result: ReportResult) -> None:
     assert [(m["generation_id"], m["partitions_moved"], m["moved_share"]) for m in moves] == [
         (1, None, None),
         (2, 2, 0.5),
+    ]
+    # Lag at each commit, from the stored batches: at 5 min offset 100 of a log ending at 150, the oldest unread
+    # message appended at 1 min; at 14 min offset 90 (a rewind) of a log ending at 200.
+    lags = spark.read.parquet(str(result.tables["commit_lag"])).orderBy("position").collect()
+    assert [(x["commit_timestamp_ms"], x["log_end_offset"], x["lag_messages"], x["lag_ms"]) for x in lags] == [
+        (5 * M, 150, 50, 4 * M),
+        (14 * M, 200, 110, 13 * M),
+    ]
+    hours = spark.read.parquet(str(result.tables["group_lag_windows"])).where("granularity = 'hour'").collect()
+    assert [(h["group_id"], h["commits"], h["max_lag_messages"], h["max_lag_ms"]) for h in hours] == [
+        ("orders", 2, 110, 13 * M)
     ]
     assert json.loads(result.summary_path.read_text())["totals"] == totals
     page = result.report_path.read_text()
@@ -173,11 +195,15 @@ def synthetic_report(spark: SparkSession, tmp_path_factory: pytest.TempPathFacto
     return run_report(spark, str(root / "export"), root / "out", ReportConfig())
 
 
-def test_report_from_a_synthetic_parquet_export(synthetic_report: ReportResult) -> None:
+def test_report_from_a_synthetic_parquet_export(spark: SparkSession, synthetic_report: ReportResult) -> None:
     totals = synthetic_report.summary["totals"]
     assert totals["rebalances"] == SYNTHETIC.groups * SYNTHETIC.rebalances
     assert totals["groups"] == SYNTHETIC.groups
     assert synthetic_report.summary["table_rows"]["commit_cadence_partition"] == SYNTHETIC.groups * SYNTHETIC.partitions
+    # Each partition's batches of 100 arrive half a commit interval (2 min) before the commit that reaches them.
+    lags = spark.read.parquet(str(synthetic_report.tables["commit_lag"]))
+    row = lags.agg(F.count("*").alias("n"), F.min("lag_messages").alias("lo"), F.min("lag_ms").alias("ms")).first()
+    assert row is not None and (row["n"], row["lo"]) == (SYNTHETIC.commits, 100) and row["ms"] >= 2 * M
 
 
 def test_html_report_renders_in_headless_chromium_without_network(synthetic_report: ReportResult) -> None:

@@ -525,6 +525,8 @@ async def _pg_move_log_starts(conn: Any, batch: BatchRows) -> None:
         " AND b.base_offset < k.start AND b.last_offset < k.start",
         topics, partitions, starts,
     )  # fmt: skip
+
+
 async def _start(sa_conn: AsyncConnection) -> tuple[Any, Any]:
     raw = await sa_conn.get_raw_connection()
     conn: Any = raw.driver_connection  # asyncpg.Connection

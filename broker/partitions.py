@@ -34,11 +34,12 @@ Time is injected (``now_ms``); the registry's changes are heard through ``TopicR
 from __future__ import annotations
 
 import contextlib
+import logging
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from protocol.errors import ErrorCode
 from protocol.record_batch import BatchError, BatchHeader, Compression, read_produced_batch, stamp
@@ -66,8 +67,13 @@ __all__ = [
     "DataLog",
     "FetchSlice",
     "PartitionSnapshot",
+    "StoredBatch",
+    "StoredTail",
+    "TailReader",
     "TopicConfig",
 ]
+
+log = logging.getLogger("broker.partitions")
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
@@ -77,6 +83,38 @@ class DataLog(Protocol):
     ``on_done(failure)`` if not; records of successive calls are persisted in call order."""
 
     def append(self, records: Sequence[DataRecord], on_done: Callable[[Any], None] | None = None) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """A stored batch's index entry (no bytes), as ``TailReader.read_tail`` returns it."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    size: int
+    appended_ms: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTail:
+    """A partition's stored end: its next offset and the batches from a given offset on."""
+
+    next_offset: int
+    batches: Sequence[StoredBatch] = ()
+
+
+@runtime_checkable
+class TailReader(Protocol):
+    """A ``DataLog`` that can read a partition's stored end back (``storage.SqlRecordLog``): ``on_done(tail)``, or
+    ``on_done(None)`` if the read failed."""
+
+    def read_tail(
+        self, topic: str, partition: int, from_offset: int, on_done: Callable[[StoredTail | None], None]
+    ) -> None: ...
 
 
 class MemoryDataLog:
@@ -146,8 +184,10 @@ class Partition:
         "next_offset",
         "pending_start",
         "producers",
+        "resyncing",
         "size_bytes",
         "sizes",
+        "stale",
         "topic",
         "watchers",
     )
@@ -163,6 +203,10 @@ class Partition:
         self.size_bytes = 0  # the bytes of the indexed batches: kept on append and trim, never summed
         self.inflight = 0
         self.failed = False
+        # after a failed write: the stored log may end beyond the high watermark (the transaction may have committed
+        # although its answer was lost), so appends wait until the stored end has been read back (Broker._resync)
+        self.stale = False
+        self.resyncing = False
         self.bases = array("q")
         self.lasts = array("q")
         self.max_timestamps = array("q")
@@ -452,6 +496,7 @@ class Broker:
                 if p.failed and p.inflight == 0:
                     p.next_offset = p.high_watermark
                     p.failed = False
+                    p.stale = isinstance(self.log, TailReader)
                     if p.producers is not None:
                         p.producers.reset_pending()
             for p in woken:
@@ -518,6 +563,9 @@ class Broker:
     def _check(self, p: Partition, data: bytes | None, zstd_allowed: bool) -> Appended | BatchHeader:
         if p.failed:
             return Appended(ErrorCode.not_leader_or_follower, message="a write failed; appends resume shortly")
+        if p.stale:
+            self._resync(p)
+            return Appended(ErrorCode.not_leader_or_follower, message="a write failed; reading the stored log's end")
         if data is None:
             return Appended(ErrorCode.invalid_record, message="no records")
         try:
@@ -533,6 +581,46 @@ class Broker:
         if header.compression == Compression.ZSTD and not zstd_allowed:
             return Appended(ErrorCode.unsupported_compression_type, message="zstd needs Produce v7 or later")
         return header
+
+    def _resync(self, p: Partition) -> None:
+        """After a failed write, read the partition's stored end back before appending again: a write reported as
+        failed may have committed (a connection lost during COMMIT). Batches found beyond the high watermark are
+        durable: they are indexed (and their producers' sequences known, so an idempotent retry is recognised as a
+        duplicate) and the log continues after them; without this every later conditional write would fail. A read
+        that fails leaves the partition stale: the next produce tries again (clients retry NOT_LEADER_OR_FOLLOWER)."""
+        reader = self.log
+        if p.resyncing or not isinstance(reader, TailReader):
+            return
+        p.resyncing = True
+
+        def done(tail: StoredTail | None) -> None:
+            p.resyncing = False
+            if tail is None or self._partitions.get((p.topic, p.index)) is not p or p.inflight:
+                return
+            found = 0
+            for b in tail.batches:
+                if b.base_offset != p.high_watermark:  # below it: indexed already; a gap: never written so
+                    continue
+                p.add(b.base_offset, b.last_offset, b.max_timestamp, b.size, None, b.appended_ms)
+                found += 1
+                if b.producer_id >= 0:
+                    if p.producers is None:
+                        p.producers = PartitionProducers(self.max_producers_per_partition)
+                    last_seq = increment_sequence(b.base_sequence, b.last_offset - b.base_offset)
+                    batch = ProducerBatch(
+                        b.base_sequence, last_seq, b.base_offset, b.last_offset, b.max_timestamp, PENDING
+                    )
+                    p.producers.commit(b.producer_id, b.producer_epoch, batch, b.appended_ms)
+            p.next_offset = max(p.high_watermark, tail.next_offset)
+            p.stale = False
+            if found:
+                log.info(
+                    "partition %s-%d: %d batch(es) found stored after a write reported failed; the log continues "
+                    "at %d", p.topic, p.index, found, p.next_offset,
+                )  # fmt: skip
+                self.wake(p)
+
+        reader.read_tail(p.topic, p.index, p.high_watermark, done)
 
     # ------------------------------------------------------------------------------------------------ fetch
 

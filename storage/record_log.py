@@ -65,7 +65,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from broker.partitions import PartitionSnapshot
+from broker.partitions import PartitionSnapshot, StoredBatch, StoredTail
 from broker.producers import BATCHES_TO_RETAIN, StoredProducerBatch
 from broker.records import TopicCreated
 from coordinator.record_log import OnDone, WriteFailure
@@ -134,6 +134,7 @@ class SqlRecordLog:
         self.engine = engine
         self._batch_writer: BatchWriter = writer_for(engine, sqlite_busy_timeout_s=sqlite_busy_timeout_s)
         self._batch_reader: BatchReader = reader_for(engine, sqlite_busy_timeout_s=sqlite_busy_timeout_s)
+        self._tail_reads: set[asyncio.Task[None]] = set()  # read_tail in progress (kept from garbage collection)
         self.on_batch = on_batch
         self.max_batch_records = max_batch_records
         self.stats = WriterStats()
@@ -450,6 +451,39 @@ class SqlRecordLog:
                 return max(result.rowcount, 0)
         except Exception as e:
             raise StorageError(f"cannot prune expired producers: {describe(e)}") from e
+
+    def read_tail(
+        self, topic: str, partition: int, from_offset: int, on_done: Callable[[StoredTail | None], None]
+    ) -> None:
+        """``on_done`` with the partition's stored next offset and the index entries of its batches from
+        ``from_offset`` on (``broker.partitions.Broker._resync``, after a write reported failed), or with None if the
+        database cannot be read now."""
+        task = asyncio.get_running_loop().create_task(self._read_tail(topic, partition, from_offset, on_done))
+        self._tail_reads.add(task)
+        task.add_done_callback(self._tail_reads.discard)
+
+    async def _read_tail(
+        self, topic: str, partition: int, from_offset: int, on_done: Callable[[StoredTail | None], None]
+    ) -> None:
+        p, b = table(m.PartitionRow), table(m.PartitionBatch)
+        try:
+            async with self.engine.connect() as conn:
+                where = (p.c.topic == topic) & (p.c.partition_index == partition)
+                next_offset = (await conn.execute(select(p.c.next_offset).where(where))).scalar()
+                rows = await conn.execute(
+                    select(
+                        b.c.base_offset, b.c.last_offset, b.c.max_timestamp_ms, b.c.size_bytes, b.c.appended_ms,
+                        b.c.producer_id, b.c.producer_epoch, b.c.base_sequence,
+                    )
+                    .where(b.c.topic == topic, b.c.partition_index == partition, b.c.base_offset >= from_offset)
+                    .order_by(b.c.base_offset)
+                )  # fmt: skip
+                batches = [StoredBatch(*row) for row in rows]
+        except Exception as e:
+            log.warning("storage: cannot read the end of %s-%d: %s", topic, partition, describe(e))
+            on_done(None)
+            return
+        on_done(StoredTail(int(next_offset) if next_offset is not None else from_offset, batches))
 
     async def read_batches(self, topic: str, partition: int, first_base: int, last_base: int) -> list[bytes]:
         """The stored batches of a partition whose base offsets lie in ``[first_base, last_base]``, in order."""

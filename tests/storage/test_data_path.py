@@ -242,3 +242,51 @@ async def test_a_deleted_topic_takes_its_producer_rows_with_it(database: Databas
         assert await log.prune_producers(int(time.time() * 1000) + 60_000) == 0  # ... and went with the topic
     finally:
         await log.close()
+
+
+class LosesOneAnswer:
+    """The real log, except that the answer to the next append is lost: the transaction commits, the broker hears
+    that it failed (a connection that drops during COMMIT)."""
+
+    def __init__(self, log: SqlRecordLog) -> None:
+        self.log = log
+        self.lose_next = False
+
+    def append(self, records: Sequence[object], on_done: object = None) -> None:
+        if self.lose_next and callable(on_done):
+            self.lose_next = False
+            done = on_done
+            self.log.append(records, lambda failure: done(failure or WriteFailure.UNAVAILABLE))  # type: ignore[arg-type]
+            return
+        self.log.append(records, on_done)  # type: ignore[arg-type]
+
+    def read_tail(self, topic: str, partition: int, from_offset: int, on_done: object) -> None:
+        self.log.read_tail(topic, partition, from_offset, on_done)  # type: ignore[arg-type]
+
+
+async def test_a_committed_write_whose_answer_was_lost_is_read_back_and_the_log_continues(
+    record_log: SqlRecordLog,
+) -> None:
+    topics = TopicRegistry(auto_create=False)
+    topics.add("t", 1)
+    log = LosesOneAnswer(record_log)
+    broker = Broker(topics, log, lambda: int(time.time() * 1000))  # type: ignore[arg-type]
+    broker.start()
+    [a] = await produce(broker, [("t", 0, batch(2))])
+    assert a.base_offset == 0
+    log.lose_next = True
+    [lost] = await produce(broker, [("t", 0, batch(3))])
+    assert lost.error == ErrorCode.kafka_storage_error  # stored at 2-4 all the same
+    [refused] = await produce(broker, [("t", 0, batch(1))])
+    assert refused.error == ErrorCode.not_leader_or_follower  # reading the stored end back
+    for _ in range(200):
+        p = broker.partition("t", 0)
+        if p is not None and not p.stale:
+            break
+        await asyncio.sleep(0.01)
+    [a] = await produce(broker, [("t", 0, batch(1))])
+    assert (a.error, a.base_offset) == (ErrorCode.none, 5)  # after the stored batch: no conditional-write conflict
+    assert broker.read("t", 0, 2, 1 << 20, min_one=True).bases == [2, 5]
+    assert record_log.write_health().ok
+    _, [p] = await record_log.load_data()
+    assert (p.next_offset, [b[0] for b in p.batches]) == (6, [0, 2, 5])

@@ -1,7 +1,9 @@
 // The operator dashboard: plain JavaScript on the daemon's own HTTP API (no build step, no CDN).
 //
-// Routes: #/ (what needs attention, then every group with its lag) and #/group/<id> (members, timeline, lag and
-// offsets per partition, actions).
+// Routes: #/ (what needs attention, then every group with its lag and consumer status) and #/group/<id> (members,
+// timeline, lag, consumer status and offsets per partition, actions), #/topics.
+// Consumer status: Burrow's evaluation of the commits (GET /v1/groups/{group}/status, docs/consumer-status.md): a
+// group is OK, WARN or ERR, a partition OK, WARN, STOP, STALL or REWIND; "–" before the group's first commit.
 // Data refreshes every 5 s (``?refresh=<ms>`` in the page URL changes that) WITHOUT rebuilding the page: a route
 // builds its skeleton once; a refresh only replaces the content of the regions whose HTML changed, and never
 // touches the controls (filters, action forms, a plan being confirmed) or a region holding the focused element.
@@ -87,6 +89,21 @@ function fmtAge(ms, at) {
 
 function badge(state) {
   return `<span class="badge ${esc(state)}">${esc(state)}</span>`;
+}
+
+// The consumer status (OK/WARN/ERR for a group, OK/WARN/STOP/STALL/REWIND for a partition), with what it means.
+const STATUS_MEANING = {
+  OK: "keeping up (or catching up)",
+  WARN: "advancing, but the lag grew at every commit of the window",
+  ERR: "a partition is STOP, STALL or REWIND",
+  STOP: "no commit for longer than the window spans, and messages are waiting",
+  STALL: "commits, but the offset does not move while messages are waiting",
+  REWIND: "the committed offset went back",
+};
+
+function statusBadge(status) {
+  if (!status) return '<span class="muted" title="no commit evaluated yet">–</span>';
+  return `<span class="badge status ${esc(status)}" data-status="${esc(status)}" title="${esc(STATUS_MEANING[status] || "")}">${esc(status)}</span>`;
 }
 
 function causeBadge(cause) {
@@ -189,8 +206,9 @@ function groupsSkeleton() {
         <th class="num">Generation</th><th class="num">Members</th><th class="num" title="rebalances started in the
         last hour (since the daemon started)">Rebalances/h</th><th>Last commit</th><th class="num" title="messages
         behind the log end, summed over the group's partitions">Lag</th><th class="num" title="the largest time lag
-        of a partition: now minus the append time of its first unconsumed message">Time lag</th><th
-        class="num">Issues</th></tr></thead>
+        of a partition: now minus the append time of its first unconsumed message">Time lag</th><th title="Burrow's
+        evaluation of the group's last commits: OK, WARN (lag growing) or ERR (a partition stopped, stalled or
+        rewound)">Status</th><th class="num">Issues</th></tr></thead>
       <tbody id="groups-body"></tbody>
     </table>`;
   region("state").addEventListener("change", (e) => {
@@ -242,10 +260,11 @@ async function refreshGroups() {
       <td class="age">${fmtAge(h.last_commit_age_ms, h.last_commit_ms)}</td>
       <td class="num lag" data-lag="${l.total_lag ?? ""}">${l.max_lag !== null && l.max_lag !== undefined ? l.total_lag : "–"}</td>
       <td class="num time-lag" data-ms="${l.max_lag_ms ?? ""}">${fmtDuration(l.max_lag_ms)}</td>
+      <td class="consumer-status" data-status="${esc(g.status || "")}">${statusBadge(g.status)}</td>
       <td class="num issues${issues[g.group_id] ? " warn" : ""}">${issues[g.group_id] || ""}</td>
     </tr>`;
   }).join("");
-  patch(region("groups-body"), rows || '<tr><td colspan="11" class="muted">No groups.</td></tr>');
+  patch(region("groups-body"), rows || '<tr><td colspan="12" class="muted">No groups.</td></tr>');
 }
 
 // ------------------------------------------------------------------------------------------------ group page
@@ -328,6 +347,7 @@ function groupSkeleton(groupId) {
         <th class="num" title="the high watermark: what consumers can read up to">Log end</th>
         <th class="num" title="log end minus the committed offset">Lag</th>
         <th class="num" title="now minus the append time of the first unconsumed message">Time lag</th>
+        <th title="Burrow's evaluation of the partition's last commits">Status</th>
         <th>Owner</th><th>Committed</th></tr></thead>
       <tbody id="offsets-body"></tbody>
     </table>
@@ -336,22 +356,36 @@ function groupSkeleton(groupId) {
   wireActions(groupId);
 }
 
+// "2 of 4 partitions not OK (STOP 1, WARN 1) · windows 75% full": what the group status is made of.
+function statusSummary(s) {
+  const bad = {};
+  for (const p of s.partitions) if (p.status !== "OK") bad[p.status] = (bad[p.status] || 0) + 1;
+  const n = Object.values(bad).reduce((a, b) => a + b, 0);
+  const which = Object.keys(bad).sort().map((k) => `${k} ${bad[k]}`).join(", ");
+  return `<span class="muted">${n} of ${s.partition_count} partition(s) not OK${n ? ` (${esc(which)})` : ""}
+    · windows ${Math.round(100 * s.complete)}% full · ${s.intervals} commits kept per partition</span>`;
+}
+
 async function refreshGroup(groupId) {
   const enc = encodeURIComponent(groupId);
-  const [group, history, offsets, events, attention] = await Promise.all([
+  const [group, history, offsets, events, attention, status] = await Promise.all([
     api(`/v1/groups/${enc}`),
     api(`/v1/groups/${enc}/rebalances?limit=50`).catch(() => ({ rebalances: [], total: 0 })),
     api(`/v1/groups/${enc}/offsets`).catch(() => ({ offsets: [] })),
     api(`/v1/groups/${enc}/events?limit=50`).catch(() => ({ events: [] })),
     api(attentionQuery()).catch(() => ({ items: [], groups: [] })),
+    api(`/v1/groups/${enc}/status?all=true`).catch(() => null),
   ]);
   page.group = group;
+  // The status before the group's first commit is "–" (the API says OK: nothing to judge yet).
+  const judged = status && status.partition_count > 0 ? status : null;
+  const statusOf = Object.fromEntries((judged ? judged.partitions : []).map((p) => [`${p.topic}/${p.partition}`, p]));
   page.offsets = offsets.offsets;
   const health = attention.groups.find((h) => h.group_id === groupId) || {};
   const stale = new Set(health.stale_members || []);
   const idle = new Set(health.members_without_partitions || []);
   patch(region("g-head"), `
-    <h1>${esc(group.group_id)} ${badge(group.state)}</h1>
+    <h1>${esc(group.group_id)} ${badge(group.state)} <span id="g-status" data-status="${esc(judged ? judged.status : "")}">${judged ? statusBadge(judged.status) : ""}</span></h1>
     <div class="panel kv">
       <div>Generation</div><div>${group.generation_id}</div>
       <div>Protocol</div><div>${esc(group.protocol_type || "–")} / ${esc(group.protocol || "–")}</div>
@@ -360,6 +394,7 @@ async function refreshGroup(groupId) {
       <div>Members</div><div>${group.members.length}</div>
       <div>Rebalances/h</div><div>${health.rebalances_last_hour ?? "–"}${health.flapping ? " " + kindBadge("flapping") : ""}</div>
       <div>Last commit</div><div>${fmtAge(health.last_commit_age_ms, health.last_commit_ms)}${health.last_commit_ms ? ` (${fmtTime(health.last_commit_ms)})` : ""}</div>
+      <div>Consumer status</div><div>${judged ? `${statusBadge(judged.status)} ${statusSummary(judged)}` : '<span class="muted">no commit to judge yet</span>'}</div>
     </div>`);
   const mine = attention.items.filter((i) => i.group_id === groupId);
   patch(region("g-attention"), mine.length ? `<div class="panel warn-panel"><h2>Needs attention</h2>${attentionList(mine, false)}</div>` : "");
@@ -395,12 +430,13 @@ async function refreshGroup(groupId) {
       <td class="num">${p.committed_offset ?? dash}</td><td class="num">${p.log_end_offset ?? dash}</td>
       <td class="num lag${p.lag ? " warn" : ""}" data-lag="${p.lag ?? ""}">${p.lag ?? dash}</td>
       <td class="num time-lag" data-ms="${p.lag_ms ?? ""}">${p.lag_ms === null ? dash : fmtDuration(p.lag_ms)}</td>
+      <td class="consumer-status" data-status="${esc(statusOf[tp] ? statusOf[tp].status : "")}">${statusOf[tp] ? statusBadge(statusOf[tp].status) : dash}</td>
       <td class="owner" data-owner="${esc(p.member_id || "")}">${ownerCell}</td>
       <td>${o ? fmtTime(o.commit_timestamp_ms) : dash}</td></tr>`;
   }).join("");
   patch(region("lag-total"), group.lag.partitions.length
     ? `(${group.lag.total_lag} messages behind in total, at most ${fmtDuration(group.lag.max_lag_ms)})` : "");
-  patch(region("offsets-body"), lagRows || '<tr><td colspan="8" class="muted">No committed offsets and no assigned partitions.</td></tr>');
+  patch(region("offsets-body"), lagRows || '<tr><td colspan="9" class="muted">No committed offsets and no assigned partitions.</td></tr>');
   refreshActionChoices(group);
 }
 

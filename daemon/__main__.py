@@ -12,6 +12,8 @@ from __future__ import annotations
 # Only the standard library at import time: `kgc groups list` must start fast (README, "CLI"). The daemon, its settings
 # (pydantic), storage and the Parquet export are imported by the command that needs them.
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -177,7 +179,14 @@ def _validation_message(exc: ValidationError) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        # The reader of the output went away (``kgc groups status g | head -2``): stop quietly, as cat or grep do,
+        # with the status of a command ended by SIGPIPE. The rest of the output goes to /dev/null, so that the
+        # interpreter's own flush at exit does not fail on the closed pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ class RequestContext:
     # with a finished frame (bytes), or whose answer has per-entry errors (the first non-zero one, in response
     # order), and by ``errors.error_body``. The server reports a kio body's top-level ``error_code`` first.
     error: int = 0
+    # Who sent it (Kafka's KafkaPrincipal as "<type>:<name>"): User:ANONYMOUS until the connection authenticates
+    # (SASL, or an mTLS client certificate); the authorizer checks ACLs against it, the audit records it.
+    principal: str = "User:ANONYMOUS"
 
 
 @dataclass(frozen=True, slots=True)

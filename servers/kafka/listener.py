@@ -156,6 +156,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = "/unknown"
+        self.principal = "User:ANONYMOUS"  # set once the connection authenticates (RequestContext.principal)
         self.decoder = FrameDecoder(server.max_frame_size)
         self.slots: deque[Slot] = deque()
         self.backlog: deque[bytes] = deque()  # decoded frames not dispatched yet (at the in-flight limit)
@@ -361,7 +362,7 @@ class Connection(asyncio.Protocol):
         except Exception:  # a bug in our codec (the fuzzer finds none): it must not take the server down either
             log.exception("closing connection %s: undecodable frame", self.peer, extra={"throttle": ("codec-bug",)})
             return False
-        self._push(self.server.handle(request, self.client_host))
+        self._push(self.server.handle(request, self.client_host, self.principal))
         return True
 
     def _unsupported(self, exc: UnsupportedApi) -> bool:
@@ -730,7 +731,7 @@ class KafkaServer:
 
     # ---------------------------------------------------------------------------------------------------- dispatch
 
-    def handle(self, request: Request, client_host: str) -> Slot:
+    def handle(self, request: Request, client_host: str, principal: str = "User:ANONYMOUS") -> Slot:
         """The slot answering ``request``: the encoded frame, or a ``DeferredSlot`` completed later.
 
         Heartbeat, the most frequent request, is answered right here: straight to the core and a packed answer,
@@ -758,7 +759,9 @@ class KafkaServer:
                 )
                 frame = heartbeat_response_frame(version, header.correlation_id, error)  # type: ignore[arg-type]
             except Exception as exc:
-                ctx = RequestContext(key, version, header.correlation_id, header.client_id or "", client_host)
+                ctx = RequestContext(
+                    key, version, header.correlation_id, header.client_id or "", client_host, principal=principal
+                )
                 frame = self._error_frame(request, ctx, exc)
                 error = ctx.error
             if error is not _NO_ERROR:
@@ -767,7 +770,14 @@ class KafkaServer:
             elif started:
                 self._observe_heartbeats(started, untimed)
             return frame
-        ctx = RequestContext(key, header.api_version, header.correlation_id, header.client_id or "", client_host)
+        ctx = RequestContext(
+            key,
+            header.api_version,
+            header.correlation_id,
+            header.client_id or "",
+            client_host,
+            principal=principal,
+        )
         observe = self.services.observe_request
         started = perf_counter() if observe is not None else 0.0
         try:

@@ -175,7 +175,12 @@ class App:
         # exclusive: one daemon per SQLite database, which must be writable (storage.lock), checked before the
         # Kafka listener opens; a refusal is a StorageError naming the other daemon or the unwritable file.
         record_log = await SqlRecordLog.open(
-            s.url, data_dir=s.data_dir, on_batch=metrics.observe_storage_write, exclusive=True
+            s.url,
+            data_dir=s.data_dir,
+            on_batch=metrics.observe_storage_write,
+            exclusive=True,
+            max_batch_data_bytes=s.transaction_data_bytes,
+            sqlite_page_size=s.sqlite_page_size,
         )
         return cls(settings, record_log=record_log, clock=clock, metrics=metrics)
 

@@ -140,6 +140,18 @@ class StorageSettings(_Section):
     data_dir: Path = Path("./data")
     history_retention_days: float = Field(default=30.0, gt=0)  # rebalance history and commit log kept this long
     history_prune_interval_s: float = Field(default=600.0, gt=0)
+    # Produced batch bytes one write transaction takes at most (at least one produce call) before the queued
+    # coordinator records go ahead of the rest (storage.record_log); 0: no cap, everything queued in one transaction.
+    transaction_data_bytes: int = Field(default=262_144, ge=0)
+    # Page size of a NEW embedded SQLite database; an existing one keeps its own (docs/performance.md).
+    sqlite_page_size: int = Field(default=4096, ge=512, le=65536)
+
+    @field_validator("sqlite_page_size")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        if value & (value - 1):
+            raise ValueError("sqlite_page_size must be a power of two from 512 to 65536")
+        return value
 
 
 class GroupSettings(_Section):

@@ -5,13 +5,16 @@
 * ``create_engine(url)``: an ``AsyncEngine`` set up for this workload: SQLite in WAL mode with ``synchronous=FULL``
   (a committed batch survives power loss) and a busy timeout; PostgreSQL with ``pool_pre_ping`` (a connection killed
   while the database was away is replaced at the next checkout) and bounded connect/command timeouts, so a database
-  that hangs turns into COORDINATOR_NOT_AVAILABLE instead of parking every request.
+  that hangs turns into COORDINATOR_NOT_AVAILABLE instead of parking every request. ``sqlite_page_size`` is the
+  page size of a NEW SQLite database (``PRAGMA page_size`` before its first table); a database that exists keeps the
+  page size it was created with (changing it takes a ``VACUUM`` outside WAL mode, which we never run).
 * ``migrate(engine)``: Alembic ``upgrade head`` with the migrations shipped in ``storage/migrations``; no alembic.ini
   is needed at run time. Idempotent.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 DEFAULT_DATA_DIR = Path("./data")
 SQLITE_FILE_NAME = "coordinator.db"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+DEFAULT_SQLITE_PAGE_SIZE = 4096  # SQLite's own default; see docs/performance.md for what bigger pages cost and give
 _ASYNC_DRIVERS = {"postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg", "sqlite": "sqlite+aiosqlite"}
 
 
@@ -46,6 +50,7 @@ def create_engine(
     connect_timeout_s: float = 5.0,
     command_timeout_s: float | None = 30.0,
     sqlite_busy_timeout_s: float = 10.0,
+    sqlite_page_size: int = DEFAULT_SQLITE_PAGE_SIZE,
     application_name: str = "kafka-group-coordinator",
     echo: bool = False,
 ) -> AsyncEngine:
@@ -56,7 +61,7 @@ def create_engine(
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(url, echo=echo, connect_args={"timeout": sqlite_busy_timeout_s})
-        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        event.listen(engine.sync_engine, "connect", partial(_sqlite_on_connect, sqlite_page_size))
         return engine
     if backend == "postgresql":
         connect_args: dict[str, Any] = {}
@@ -73,8 +78,9 @@ def create_engine(
     return create_async_engine(url, echo=echo, pool_pre_ping=True)
 
 
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_on_connect(page_size: int, dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA page_size={int(page_size)}")  # only takes effect while the file is still empty
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA foreign_keys=ON")

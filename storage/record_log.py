@@ -57,6 +57,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from broker.partitions import PartitionSnapshot, StoredBatch, StoredTail
 from broker.producers import BATCHES_TO_RETAIN, StoredProducerBatch
-from broker.records import TopicCreated
+from broker.records import BatchAppended, LogStartAdvanced, ProducerIdsAllocated, TopicCreated, TopicDeleted
 from coordinator.record_log import OnDone, WriteFailure
 from coordinator.records import MemberMetadata, OffsetCommitRecord, StateRecord
 
@@ -87,6 +88,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_BATCH_RECORDS = 20_000
+DEFAULT_MAX_BATCH_DATA_BYTES = 256 * 1024  # batch bytes per transaction before coordinator records go ahead (0: none)
+_DATA_RECORDS = (BatchAppended, TopicCreated, TopicDeleted, LogStartAdvanced, ProducerIdsAllocated)
+# One append() call: its records, its callback, its batch bytes (None: a coordinator call, not the data path) and
+# its sequence number (the count of calls accepted before it).
+_Call = tuple[Sequence[AnyRecord], OnDone | None, int | None, int]
 BatchObserver = Callable[[int, float, bool], None]  # (records, seconds, ok) per write transaction
 
 
@@ -125,6 +131,7 @@ class SqlRecordLog:
         engine: AsyncEngine,
         *,
         max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+        max_batch_data_bytes: int = DEFAULT_MAX_BATCH_DATA_BYTES,
         owns_engine: bool = False,
         on_batch: BatchObserver | None = None,
         sqlite_busy_timeout_s: float = 10.0,
@@ -137,18 +144,18 @@ class SqlRecordLog:
         self._tail_reads: set[asyncio.Task[None]] = set()  # read_tail in progress (kept from garbage collection)
         self.on_batch = on_batch
         self.max_batch_records = max_batch_records
+        self.max_batch_data_bytes = max_batch_data_bytes
         self.stats = WriterStats()
         self._owns_engine = owns_engine
         self._dialect = engine.dialect.name
-        self._queue: list[tuple[Sequence[AnyRecord], OnDone | None]] = []
-        self._inflight: list[tuple[Sequence[AnyRecord], OnDone | None]] = []
+        self._queue: list[_Call] = []
+        self._inflight: list[_Call] = []
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._closed = False  # no more appends accepted
         self._stopping = False  # the writer exits once the queue is empty
         self._last_position: int | None = None  # None: unknown, read in the next transaction
-        self._appended = 0  # append() calls accepted
-        self._completed = 0  # append() calls answered
+        self._appended = 0  # append() calls accepted (the next call's sequence number)
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._health = WriteHealth(ok=True)
         self._last_probe = 0.0  # time.monotonic() of the last probe transaction
@@ -166,6 +173,7 @@ class SqlRecordLog:
         schema: str | None = None,
         run_migrations: bool = True,
         max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
+        max_batch_data_bytes: int = DEFAULT_MAX_BATCH_DATA_BYTES,
         on_batch: BatchObserver | None = None,
         exclusive: bool = False,
         **engine_options: Any,
@@ -200,6 +208,7 @@ class SqlRecordLog:
             record_log = cls(
                 engine,
                 max_batch_records=max_batch_records,
+                max_batch_data_bytes=max_batch_data_bytes,
                 owns_engine=True,
                 on_batch=on_batch,
                 sqlite_busy_timeout_s=engine_options.get("sqlite_busy_timeout_s", 10.0),
@@ -220,7 +229,7 @@ class SqlRecordLog:
     async def flush(self) -> None:
         """Wait until every append made before this call has been answered (written or failed)."""
         target = self._appended
-        if self._completed >= target:
+        if self._oldest_pending() >= target:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._flush_waiters.append((target, future))
@@ -250,7 +259,10 @@ class SqlRecordLog:
             if on_done is not None:
                 on_done(WriteFailure.UNAVAILABLE)
             return
-        self._queue.append((records, on_done))
+        data: int | None = None
+        if records and isinstance(records[0], _DATA_RECORDS):  # a call holds data records or coordinator records
+            data = sum(len(r.data) for r in records if isinstance(r, BatchAppended))
+        self._queue.append((records, on_done, data, self._appended))
         self._appended += 1
         if self._writer is None:
             self.start()
@@ -266,7 +278,7 @@ class SqlRecordLog:
                     await self._wakeup.wait()
                     continue
                 self._inflight = self._take_batch()
-                error, bad_data = await self._write([record for records, _ in self._inflight for record in records])
+                error, bad_data = await self._write([r for records, *_ in self._inflight for r in records])
                 if bad_data and len(self._inflight) > 1:
                     await self._isolate()
                     continue
@@ -279,20 +291,36 @@ class SqlRecordLog:
             calls, self._inflight, self._queue = self._inflight + self._queue, [], []
             self._complete(calls, WriteFailure.UNAVAILABLE)
 
-    def _take_batch(self) -> list[tuple[Sequence[AnyRecord], OnDone | None]]:
-        count = 0
-        taken = 0
-        for records, _ in self._queue:
+    def _take_batch(self) -> list[_Call]:
+        """The calls of the next transaction: queued calls in order up to ``max_batch_records`` records, and of the
+        data path's calls only as many as fit in ``max_batch_data_bytes`` batch bytes (at least one). Once a data
+        call is left for a later transaction every later data call is too (the data calls keep their order), but
+        the coordinator's calls behind them are still taken: a commit never waits for more than one bounded
+        transaction of produced batches. Each stream's calls persist in call order; the two streams touch
+        different tables, so their relative order does not matter."""
+        cap = self.max_batch_data_bytes
+        count = data = 0
+        taken: list[_Call] = []
+        left: list[_Call] = []
+        data_closed = False
+        for i, call in enumerate(self._queue):
+            records, _, size, _ = call
             if taken and count + len(records) > self.max_batch_records:
+                left.extend(self._queue[i:])
                 break
+            if size is not None and cap:
+                if data_closed or (data and data + size > cap):
+                    data_closed = True
+                    left.append(call)
+                    continue
+                data += size
+            taken.append(call)
             count += len(records)
-            taken += 1
-        calls, self._queue = self._queue[:taken], self._queue[taken:]
-        return calls
+        self._queue = left
+        return taken
 
-    def _complete(self, calls: Iterable[tuple[Sequence[AnyRecord], OnDone | None]], error: WriteFailure | None) -> None:
-        for _records, on_done in calls:
-            self._completed += 1
+    def _complete(self, calls: Iterable[_Call], error: WriteFailure | None) -> None:
+        for _records, on_done, _size, _seq in calls:
             self.stats.appends += 1
             if on_done is None:
                 continue
@@ -301,23 +329,29 @@ class SqlRecordLog:
             except Exception:  # a caller's bug must not stop the writer for everybody else
                 log.exception("storage: on_done callback raised")
         if self._flush_waiters:
+            oldest = self._oldest_pending()
             waiting = []
             for target, future in self._flush_waiters:
-                if self._completed >= target:
+                if oldest >= target:
                     if not future.done():
                         future.set_result(None)
                 else:
                     waiting.append((target, future))
             self._flush_waiters = waiting
 
+    def _oldest_pending(self) -> int:
+        """The sequence number of the oldest call not answered yet (the next one's when all are): coordinator calls
+        may be answered before data calls appended earlier, so a count of answered calls would not say it."""
+        return min((call[3] for call in chain(self._inflight, self._queue)), default=self._appended)
+
     async def _isolate(self) -> None:
         """The batch failed on data the database refuses (not on the database being away): write its calls one
         by one, so that one bad request does not fail the requests that happened to share its transaction."""
         while self._inflight:
-            records, on_done = self._inflight[0]
-            error, bad_data = await self._write(list(records))
+            call = self._inflight[0]
+            error, bad_data = await self._write(list(call[0]))
             del self._inflight[0]
-            self._complete([(records, on_done)], WriteFailure.REFUSED if bad_data else error)
+            self._complete([call], WriteFailure.REFUSED if bad_data else error)
 
     async def _write(self, records: list[AnyRecord]) -> tuple[WriteFailure | None, bool]:
         """One transaction. Returns (error, whether the failure is caused by the data rather than the database)."""

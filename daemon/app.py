@@ -180,6 +180,7 @@ class App:
             on_batch=metrics.observe_storage_write,
             exclusive=True,
             max_batch_data_bytes=s.transaction_data_bytes,
+            max_batch_data_bytes_alone=s.transaction_data_bytes_max,
             sqlite_page_size=s.sqlite_page_size,
         )
         return cls(settings, record_log=record_log, clock=clock, metrics=metrics)

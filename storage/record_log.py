@@ -9,6 +9,16 @@ Write path (group commit)
     writer starts a transaction on the next loop iteration (no linger); appends made while a transaction runs wait
     for the next one, so the batch size follows the load.
 
+    Two streams share the writer: the coordinator's calls (group and offset records) and the data path's
+    (``broker.records``: produced batches, topics). A transaction takes produced batch bytes only up to
+    ``max_batch_data_bytes`` (``storage.transaction_data_bytes``; at least one data call); the data calls left
+    over wait for the next transaction, and so do all data calls behind them, but the coordinator calls behind
+    them are taken now. So an offset commit waits for at most the transaction in progress and one more, each
+    holding a bounded amount of produced data, instead of for everything produced meanwhile. Each stream persists
+    in call order (the contract of ``RecordLog`` and ``DataLog``); the two streams write different tables, so a
+    commit may be written before a produce call made earlier. ``flush`` waits for the calls made before it by
+    their sequence number, not by how many were answered.
+
 Failure
     If the transaction fails (database unreachable, connection killed, lock timeout, disk full), every ``on_done``
     of that batch gets ``WriteFailure.UNAVAILABLE`` and the exception is logged, never raised:
@@ -88,7 +98,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_BATCH_RECORDS = 20_000
-DEFAULT_MAX_BATCH_DATA_BYTES = 256 * 1024  # batch bytes per transaction before coordinator records go ahead (0: none)
+# Produced batch bytes a transaction takes (at least one data call): with coordinator calls in it, and in any case
+# (0: no cap). See _take_batch.
+DEFAULT_MAX_BATCH_DATA_BYTES = 64 * 1024
+DEFAULT_MAX_BATCH_DATA_BYTES_ALONE = 0
 _DATA_RECORDS = (BatchAppended, TopicCreated, TopicDeleted, LogStartAdvanced, ProducerIdsAllocated)
 # One append() call: its records, its callback, its batch bytes (None: a coordinator call, not the data path) and
 # its sequence number (the count of calls accepted before it).
@@ -132,6 +145,7 @@ class SqlRecordLog:
         *,
         max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
         max_batch_data_bytes: int = DEFAULT_MAX_BATCH_DATA_BYTES,
+        max_batch_data_bytes_alone: int = DEFAULT_MAX_BATCH_DATA_BYTES_ALONE,
         owns_engine: bool = False,
         on_batch: BatchObserver | None = None,
         sqlite_busy_timeout_s: float = 10.0,
@@ -145,6 +159,7 @@ class SqlRecordLog:
         self.on_batch = on_batch
         self.max_batch_records = max_batch_records
         self.max_batch_data_bytes = max_batch_data_bytes
+        self.max_batch_data_bytes_alone = max_batch_data_bytes_alone
         self.stats = WriterStats()
         self._owns_engine = owns_engine
         self._dialect = engine.dialect.name
@@ -174,6 +189,7 @@ class SqlRecordLog:
         run_migrations: bool = True,
         max_batch_records: int = DEFAULT_MAX_BATCH_RECORDS,
         max_batch_data_bytes: int = DEFAULT_MAX_BATCH_DATA_BYTES,
+        max_batch_data_bytes_alone: int = DEFAULT_MAX_BATCH_DATA_BYTES_ALONE,
         on_batch: BatchObserver | None = None,
         exclusive: bool = False,
         **engine_options: Any,
@@ -209,6 +225,7 @@ class SqlRecordLog:
                 engine,
                 max_batch_records=max_batch_records,
                 max_batch_data_bytes=max_batch_data_bytes,
+                max_batch_data_bytes_alone=max_batch_data_bytes_alone,
                 owns_engine=True,
                 on_batch=on_batch,
                 sqlite_busy_timeout_s=engine_options.get("sqlite_busy_timeout_s", 10.0),
@@ -293,12 +310,15 @@ class SqlRecordLog:
 
     def _take_batch(self) -> list[_Call]:
         """The calls of the next transaction: queued calls in order up to ``max_batch_records`` records, and of the
-        data path's calls only as many as fit in ``max_batch_data_bytes`` batch bytes (at least one). Once a data
-        call is left for a later transaction every later data call is too (the data calls keep their order), but
-        the coordinator's calls behind them are still taken: a commit never waits for more than one bounded
-        transaction of produced batches. Each stream's calls persist in call order; the two streams touch
-        different tables, so their relative order does not matter."""
-        cap = self.max_batch_data_bytes
+        data path's calls only as many as fit in the byte cap (at least one): ``max_batch_data_bytes`` when a
+        coordinator call is queued, else ``max_batch_data_bytes_alone`` (0: none). Once a data call is left for a
+        later transaction every later data call is too (the data calls keep their order), but the coordinator's
+        calls behind them are still taken: a commit's own transaction carries little produced data. Each stream's
+        calls persist in call order; the two streams touch different tables, so their relative order does not
+        matter."""
+        cap = self.max_batch_data_bytes_alone
+        if self.max_batch_data_bytes and any(call[2] is None for call in self._queue):
+            cap = min(cap, self.max_batch_data_bytes) if cap else self.max_batch_data_bytes
         count = data = 0
         taken: list[_Call] = []
         left: list[_Call] = []

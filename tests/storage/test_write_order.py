@@ -8,6 +8,8 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from broker.partitions import Appended, Broker
 from broker.topics import TopicRegistry
 from coordinator.records import OffsetCommitRecord
@@ -56,17 +58,21 @@ async def _topic(log: SqlRecordLog) -> Broker:
     return broker
 
 
-async def test_coordinator_records_go_ahead_of_data_past_the_cap(database: Database) -> None:
-    log = await database.open_log(max_batch_data_bytes=1)  # one produce call per transaction
+@pytest.mark.parametrize(("alone", "transactions"), [(0, 2), (1, 4)])
+async def test_coordinator_records_go_ahead_of_data_past_the_cap(
+    database: Database, alone: int, transactions: int
+) -> None:
+    # One produce call per transaction while commits are queued; without them, ``alone`` (0: no cap).
+    log = await database.open_log(max_batch_data_bytes=1, max_batch_data_bytes_alone=alone)
     try:
         broker = await _topic(log)
         before = log.stats.transactions
         done, futures = await _queue_mixed(log, broker)
         results = await asyncio.gather(*futures)
-        # Transactions: [P1, C1, C2], [P2], [P3], [P4]: the commits waited for one produce call, not for four;
-        # the produce calls and the commits each complete in call order.
+        # Transactions: [P1, C1, C2], then [P2, P3, P4] (no cap alone) or [P2], [P3], [P4]: the commits waited for
+        # one produce call, not for four; the produce calls and the commits each complete in call order.
         assert done == ["P1", "C1", "C2", "P2", "P3", "P4"]
-        assert log.stats.transactions - before == 4
+        assert log.stats.transactions - before == transactions
         produced = [r for r in results if isinstance(r, list)]
         assert [a.base_offset for [a] in produced] == [0, 3, 6, 9]
         assert all(isinstance(a, Appended) and a.error == ErrorCode.none for [a] in produced)
@@ -101,7 +107,7 @@ async def test_flush_waits_for_the_calls_before_it_not_for_a_count(database: Dat
 
 
 async def test_without_a_cap_everything_queued_shares_one_transaction(database: Database) -> None:
-    log = await database.open_log(max_batch_data_bytes=0)
+    log = await database.open_log(max_batch_data_bytes=0, max_batch_data_bytes_alone=0)
     try:
         broker = await _topic(log)
         before = log.stats.transactions

@@ -143,7 +143,7 @@ class StorageSettings(_Section):
     # Produced batch bytes one write transaction takes at most (at least one produce call; storage.record_log):
     # when offset commits or group records are queued (they go ahead of the produce calls left over), and in any
     # case (0: no cap). 0 and 0: everything queued in one transaction.
-    transaction_data_bytes: int = Field(default=65_536, ge=0)
+    transaction_data_bytes: int = Field(default=262_144, ge=0)
     transaction_data_bytes_max: int = Field(default=0, ge=0)
     # Page size of a NEW embedded SQLite database; an existing one keeps its own (docs/performance.md).
     sqlite_page_size: int = Field(default=4096, ge=512, le=65536)

@@ -100,7 +100,7 @@ DEFAULT_HISTORY_RETENTION_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_BATCH_RECORDS = 20_000
 # Produced batch bytes a transaction takes (at least one data call): with coordinator calls in it, and in any case
 # (0: no cap). See _take_batch.
-DEFAULT_MAX_BATCH_DATA_BYTES = 64 * 1024
+DEFAULT_MAX_BATCH_DATA_BYTES = 256 * 1024
 DEFAULT_MAX_BATCH_DATA_BYTES_ALONE = 0
 _DATA_RECORDS = (BatchAppended, TopicCreated, TopicDeleted, LogStartAdvanced, ProducerIdsAllocated)
 # One append() call: its records, its callback, its batch bytes (None: a coordinator call, not the data path) and

@@ -10,11 +10,13 @@ Write path (group commit)
     for the next one, so the batch size follows the load.
 
     Two streams share the writer: the coordinator's calls (group and offset records) and the data path's
-    (``broker.records``: produced batches, topics). A transaction takes produced batch bytes only up to
-    ``max_batch_data_bytes`` (``storage.transaction_data_bytes``; at least one data call); the data calls left
-    over wait for the next transaction, and so do all data calls behind them, but the coordinator calls behind
-    them are taken now. So an offset commit waits for at most the transaction in progress and one more, each
-    holding a bounded amount of produced data, instead of for everything produced meanwhile. Each stream persists
+    (``broker.records``: produced batches, topics). While coordinator calls are queued, a transaction takes
+    produced batch bytes only up to ``max_batch_data_bytes`` (``storage.transaction_data_bytes``, 256 KiB; at least
+    one data call), otherwise up to ``max_batch_data_bytes_alone`` (``storage.transaction_data_bytes_max``, 0: no
+    cap); the data calls left over wait for the next transaction, and so do all data calls behind them, but the
+    coordinator calls behind them are taken now. So an offset commit's own transaction carries a bounded amount of
+    produced data instead of everything produced meanwhile (it still waits for the transaction in progress, whose
+    size only ``max_batch_data_bytes_alone`` bounds; see docs/performance.md for what each costs). Each stream persists
     in call order (the contract of ``RecordLog`` and ``DataLog``); the two streams write different tables, so a
     commit may be written before a produce call made earlier. ``flush`` waits for the calls made before it by
     their sequence number, not by how many were answered.

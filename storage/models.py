@@ -398,6 +398,21 @@ class ProducerIdBlock(Base):
     allocated_ms: Mapped[Millis]
 
 
+class AclRow(Base):
+    """One ACL binding (``security.acls.AclBinding``; CreateAcls / DeleteAcls). The key is the whole binding, as in
+    Kafka an ACL is identified by its content; enum columns hold Kafka's wire codes."""
+
+    __tablename__ = "acls"
+    resource_type: Mapped[KeyInt]
+    resource_name: Mapped[Key]
+    pattern_type: Mapped[KeyInt]
+    principal: Mapped[Key]
+    host: Mapped[Key]
+    operation: Mapped[KeyInt]
+    permission: Mapped[KeyInt]
+    created_ms: Mapped[Millis]
+
+
 # Tables pruned by position range (everything except the current state and the bookkeeping).
 HISTORY_TABLES: tuple[type[Base], ...] = (
     GroupMetadataLog,

@@ -34,6 +34,7 @@ from runtime.loop import AsyncioTimer
 from runtime.metrics import Metrics
 from runtime.offsets_topic import OffsetsTopicRenderer, render_state
 from runtime.record_stream import RecordStream
+from security.acls import Authorizer
 from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
 from servers.http.readiness import readiness_probe, sql_ping
 from servers.http.storage_history import StorageHistory
@@ -143,6 +144,11 @@ class App:
             broker=self.broker,
             batches=data,
             admin=self.admin,
+            authorizer=Authorizer(
+                enabled=settings.authorizer.enabled,
+                super_users=settings.authorizer.super_users,
+                allow_everyone_if_no_acl_found=settings.authorizer.allow_everyone_if_no_acl_found,
+            ),
         )
         self.server = KafkaServer(
             self.services,
@@ -247,6 +253,7 @@ class App:
         self.offsets_renderer.load(loaded, end_offset)
         del loaded
         self.coordinator.on_loaded()
+        await self._load_acls()
         if self.data is not None:
             since = self.clock.now_ms() - self.settings.producers.id_expiration_ms  # older producers have expired
             self.broker.load(*await self.data.load_data(producers_since_ms=since))
@@ -267,6 +274,18 @@ class App:
             k.node_id, host, port, self.settings.http.listen or "off", len(self.topics), replayed,
             type(self.record_log).__name__,
         )  # fmt: skip
+
+    async def _load_acls(self) -> None:
+        """The stored ACLs into the authorizer's index; CreateAcls / DeleteAcls write through the store from now on."""
+        engine = getattr(self.record_log, "engine", None)
+        if engine is None:
+            return  # in-memory storage: ACLs live as long as the process
+        from storage.acls import SqlAclStore
+
+        store = SqlAclStore(engine, self.clock.now_ms)
+        for binding in await store.load():
+            self.services.authorizer.index.add(binding)
+        self.services.acl_store = store
 
     async def _expire_producers(self) -> None:
         """Every ``producer.id.expiration.check.interval.ms``: forget idle producers (``Broker.expire_producers``)

@@ -53,6 +53,9 @@ KAFKA_NAMES: dict[str, tuple[str, str]] = {
     "producer.id.expiration.check.interval.ms": ("producers", "id_expiration_check_interval_ms"),
     "broker.id": ("kafka", "node_id"),
     "node.id": ("kafka", "node_id"),
+    "authorizer.enabled": ("authorizer", "enabled"),
+    "super.users": ("authorizer", "super_users"),
+    "allow.everyone.if.no.acl.found": ("authorizer", "allow_everyone_if_no_acl_found"),
 }
 
 
@@ -243,6 +246,31 @@ class LagSettings(_Section):
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+class AuthorizerSettings(_Section):
+    """ACLs (``security.acls``): off unless ``authorizer.enabled`` (then every request is checked, as with Kafka's
+    ``authorizer.class.name`` set); ``super.users`` (``User:a;User:b``) may do everything; a resource without any
+    ACL is allowed to everyone only with ``allow.everyone.if.no.acl.found`` (Kafka's default: false)."""
+
+    enabled: bool = False  # authorizer.enabled
+    super_users: list[str] = Field(default_factory=list)  # super.users
+    allow_everyone_if_no_acl_found: bool = False  # allow.everyone.if.no.acl.found
+
+    @field_validator("super_users", mode="before")
+    @classmethod
+    def _split_super_users(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [p.strip() for p in value.split(";") if p.strip()]
+        return value
+
+    @field_validator("super_users")
+    @classmethod
+    def _principals(cls, value: list[str]) -> list[str]:
+        for principal in value:
+            if ":" not in principal:
+                raise ValueError(f"super.users entry {principal!r} is not a principal such as User:alice")
+        return value
+
+
 class LogSettings(_Section):
     level: str = "INFO"
     format: Literal["logfmt", "json"] = "logfmt"
@@ -364,6 +392,7 @@ class Settings(BaseSettings):
     log: LogSettings = Field(default_factory=LogSettings)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     lag: LagSettings = Field(default_factory=LagSettings)
+    authorizer: AuthorizerSettings = Field(default_factory=AuthorizerSettings)
 
     @classmethod
     def settings_customise_sources(

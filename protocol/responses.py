@@ -368,6 +368,22 @@ def _build_offset_for_leader_epoch(cls: type[Any], error: ErrorCode, body: Any) 
     return _fill(cls, error, topics=topics)
 
 
+def _build_describe_acls(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    return _fill(cls, error, resources=())
+
+
+def _build_create_acls(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    result_cls = _item(cls, "results")
+    return _fill(cls, error, results=tuple(_fill(result_cls, error) for _ in _items(body, "creations")))
+
+
+def _build_delete_acls(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    result_cls = _item(cls, "filter_results")
+    return _fill(
+        cls, error, filter_results=tuple(_fill(result_cls, error, matching_acls=()) for _ in _items(body, "filters"))
+    )
+
+
 _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.API_VERSIONS: _build_api_versions,
     ApiKey.METADATA: _build_metadata,
@@ -395,6 +411,9 @@ _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _build_resources("responses"),
     ApiKey.ALTER_CONFIGS: _build_resources("responses"),
     ApiKey.INIT_PRODUCER_ID: _build_init_producer_id,
+    ApiKey.DESCRIBE_ACLS: _build_describe_acls,
+    ApiKey.CREATE_ACLS: _build_create_acls,
+    ApiKey.DELETE_ACLS: _build_delete_acls,
 }
 
 

@@ -257,6 +257,8 @@ class Authorizer:
     ) -> bool:
         if not self.enabled or principal in self.super_users:
             return True
+        if host[:1] == "/":  # the listener's "/1.2.3.4" (Kafka's InetAddress form); ACL hosts are bare addresses
+            host = host[1:]
         allowing = _IMPLIED_BY.get(operation)
         found_any = False
         allowed = False

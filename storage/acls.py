@@ -9,7 +9,8 @@ CreateAcls survives a restart and a failed one changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import and_, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -22,8 +23,9 @@ _ACLS = table(AclRow)
 
 
 class SqlAclStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.engine = engine
+        self.now_ms = now_ms  # the created_ms of new rows
 
     async def load(self) -> list[AclBinding]:
         c = _ACLS.c
@@ -43,10 +45,11 @@ class SqlAclStore:
             for r in rows
         ]
 
-    async def create(self, bindings: Sequence[AclBinding], now_ms: int) -> None:
+    async def create(self, bindings: Sequence[AclBinding]) -> None:
         """Store ``bindings`` (none of them stored yet) in one transaction."""
         if not bindings:
             return
+        now_ms = self.now_ms()
         async with self.engine.begin() as conn:
             await conn.execute(insert(_ACLS), [{**_columns(b), "created_ms": now_ms} for b in bindings])
 

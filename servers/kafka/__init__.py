@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from protocol.apis import ApiKey
 
+from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .context import CoordinatorApi, Handler, Node, RequestContext, Services
 from .describe_cluster import handle_describe_cluster
 from .find_coordinator import handle_find_coordinator
@@ -56,6 +57,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
 }
 
 __all__ = ["HANDLERS", "CoordinatorApi", "Handler", "Node", "RequestContext", "Services"]

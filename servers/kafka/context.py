@@ -6,7 +6,7 @@ Protocol so the adapters depend on the facade's shape, not on its construction.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,6 +16,7 @@ from broker.topics import TopicRegistry
 from coordinator import messages as m
 from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
+from security.acls import AclBinding, Authorizer
 
 
 @dataclass(slots=True)  # not frozen: built for every request, and a frozen __init__ costs twice as much
@@ -77,6 +78,14 @@ class BatchSource(Protocol):
     async def read_batches(self, topic: str, partition: int, first_base: int, last_base: int) -> list[bytes]: ...
 
 
+class AclStore(Protocol):
+    """Where CreateAcls / DeleteAcls make their changes durable before answering (``storage.acls.SqlAclStore``)."""
+
+    async def create(self, bindings: Sequence[AclBinding]) -> None: ...
+
+    async def delete(self, bindings: Sequence[AclBinding]) -> None: ...
+
+
 class RequestObserver(Protocol):
     def __call__(self, api_key: int, seconds: float | None, error: int = 0, requests: int = 1) -> None: ...
 
@@ -101,6 +110,10 @@ class Services:
     batches: BatchSource | None = None
     # The topic admin APIs (CreateTopics, DeleteTopics, DescribeConfigs, DeleteRecords, ...) over that broker.
     admin: TopicAdmin | None = None
+    # ACLs (issue #19): the authorizer every adapter asks (off by default: everything allowed, as before), and the
+    # store CreateAcls / DeleteAcls write through (None: ACLs kept in memory only).
+    authorizer: Authorizer = field(default_factory=Authorizer)
+    acl_store: AclStore | None = None
 
 
 # A handler returns the kio response body, a finished frame (bytes), or an awaitable of either for requests whose

@@ -7,13 +7,16 @@ answer; beyond it they are described and encoded a slice at a time between other
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from coordinator import messages as m
 from protocol.errors import ErrorCode
+from security.acls import AclOperation, ResourceType
 
 from . import audit, sliced
 from ._util import response_cls, then
+from .acls import allowed, cluster_allowed
 from .authorized import GROUP_OPERATIONS, NOT_REQUESTED
 from .build import build
 from .context import RequestContext, Services
@@ -23,6 +26,9 @@ def handle_list_groups(services: Services, ctx: RequestContext, body: Any) -> An
     states = list(getattr(body, "states_filter", ()))
     types = list(getattr(body, "types_filter", ()))
     groups = services.coordinator.list_groups(states, types)
+    # ACLs (Kafka): Describe on the cluster lists every group; otherwise only the groups the principal may describe.
+    if services.authorizer.enabled and not cluster_allowed(services, ctx, AclOperation.DESCRIBE):
+        groups = [g for g in groups if allowed(services, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     if len(groups) > sliced.SLICE:
         return sliced.sliced_frame(ctx, {"error_code": ErrorCode.none}, "groups", groups, _listed)
     return build(response_cls(ctx), {"error_code": ErrorCode.none, "groups": [_listed(g) for g in groups]})
@@ -70,9 +76,21 @@ def handle_describe_groups(services: Services, ctx: RequestContext, body: Any) -
             ctx.error = group.error.value  # the first group error, for the metrics
         return _described(group, include_operations)
 
+    describe: Callable[[list[str | None]], list[m.DescribedGroup]] = services.coordinator.describe_groups
+    if services.authorizer.enabled:  # ACLs: Describe on each group, else GROUP_AUTHORIZATION_FAILED in its entry
+
+        def describe_permitted(ids: list[str | None]) -> list[m.DescribedGroup]:
+            permitted = [g for g in ids if allowed(services, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g or "")]
+            found = {g.group_id: g for g in services.coordinator.describe_groups(permitted)}
+            return [
+                found.get(g or "") or m.DescribedGroup(g or "", ErrorCode.group_authorization_failed, "") for g in ids
+            ]
+
+        describe = describe_permitted
+
     if len(group_ids) > sliced.SLICE:  # described a slice at a time too
-        return sliced.sliced_frame(ctx, {}, "groups", group_ids, described, services.coordinator.describe_groups)
-    groups = services.coordinator.describe_groups(group_ids)
+        return sliced.sliced_frame(ctx, {}, "groups", group_ids, described, describe)
+    groups = describe(group_ids)
     return build(response_cls(ctx), {"groups": [described(g) for g in groups]})
 
 
@@ -88,4 +106,15 @@ def handle_delete_groups(services: Services, ctx: RequestContext, body: Any) -> 
                 audit.refused(ctx.api_key, r.error.value, r.group_id, ctx.client_id, ctx.client_host)
         return build(response_cls(ctx), {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]})
 
-    return then(services.coordinator.delete_groups(ids), respond)
+    if not services.authorizer.enabled:
+        return then(services.coordinator.delete_groups(ids), respond)
+    # ACLs: Delete on each group, else GROUP_AUTHORIZATION_FAILED in its result (the others are deleted).
+    permitted = [g for g in ids if allowed(services, ctx, AclOperation.DELETE, ResourceType.GROUP, g or "")]
+
+    def merge(results: list[m.DeleteGroupResult]) -> Any:
+        done = {r.group_id: r for r in results}
+        return respond(
+            [done.get(g or "") or m.DeleteGroupResult(g or "", ErrorCode.group_authorization_failed) for g in ids]
+        )
+
+    return then(services.coordinator.delete_groups(permitted), merge)

@@ -52,6 +52,7 @@ from protocol.errors import ErrorCode, InvalidRequest, MalformedFrame, ProtocolE
 from protocol.framing import FrameDecoder
 from protocol.responses import invalid_request_frame, unsupported_response_frame
 from runtime.metrics import ConnectionStats
+from security.acls import AclOperation, ResourceType
 from servers.kafka import HANDLERS, RequestContext, Services
 from servers.kafka._util import DeferredAnswer
 from servers.kafka.audit import refused, refused_request
@@ -753,10 +754,20 @@ class KafkaServer:
                 started = perf_counter()
             version = header.api_version
             frame: bytes | None
+            authorizer = self.services.authorizer  # Read on the group (ACLs, issue #19): one attribute when off
+            error: int
             try:
-                error: int = self.services.coordinator.heartbeat_fields(
-                    body.group_id, body.generation_id, body.member_id, body.group_instance_id if version >= 3 else None
-                )
+                if authorizer.enabled and not authorizer.authorize(
+                    principal, client_host, AclOperation.READ, ResourceType.GROUP, body.group_id
+                ):
+                    error = ErrorCode.group_authorization_failed
+                else:
+                    error = self.services.coordinator.heartbeat_fields(
+                        body.group_id,
+                        body.generation_id,
+                        body.member_id,
+                        body.group_instance_id if version >= 3 else None,
+                    )
                 frame = heartbeat_response_frame(version, header.correlation_id, error)  # type: ignore[arg-type]
             except Exception as exc:
                 ctx = RequestContext(

@@ -23,6 +23,7 @@ from protocol.hot_responses import join_group_response_frame, sync_group_respons
 from runtime.activity import JOIN_REFUSALS
 
 from ._util import response_cls, then
+from .acls import group_read_denied
 from .build import build
 from .context import RequestContext, Services
 
@@ -75,6 +76,8 @@ def join_response(ctx: RequestContext, result: m.JoinGroupResult) -> bytes:
 
 
 def handle_join_group(services: Services, ctx: RequestContext, body: Any) -> Any:
+    if group_read_denied(services, ctx, body.group_id):
+        return join_response(ctx, m.JoinGroupResult(ErrorCode.group_authorization_failed))
     request = join_request(ctx, body)
     refused = services.on_join_refused
     if refused is None:
@@ -120,6 +123,8 @@ def sync_response(ctx: RequestContext, result: m.SyncGroupResult) -> bytes:
 
 
 def handle_sync_group(services: Services, ctx: RequestContext, body: Any) -> Any:
+    if group_read_denied(services, ctx, body.group_id):
+        return sync_response(ctx, m.SyncGroupResult(ErrorCode.group_authorization_failed))
     request = sync_request(ctx, body)
     if ctx.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         return sync_response(ctx, m.SyncGroupResult(ErrorCode.inconsistent_group_protocol))
@@ -130,14 +135,17 @@ def handle_sync_group(services: Services, ctx: RequestContext, body: Any) -> Any
 
 
 def handle_heartbeat(services: Services, ctx: RequestContext, body: Any) -> Any:
-    error = services.coordinator.heartbeat(
-        m.HeartbeatRequest(
-            group_id=body.group_id,
-            generation_id=body.generation_id,
-            member_id=body.member_id,
-            group_instance_id=getattr(body, "group_instance_id", None),
+    if group_read_denied(services, ctx, body.group_id):
+        error = ErrorCode.group_authorization_failed
+    else:
+        error = services.coordinator.heartbeat(
+            m.HeartbeatRequest(
+                group_id=body.group_id,
+                generation_id=body.generation_id,
+                member_id=body.member_id,
+                group_instance_id=getattr(body, "group_instance_id", None),
+            )
         )
-    )
     cls = response_cls(ctx)
     response = _heartbeat_responses.get((cls, error))
     if response is None:  # kio bodies are frozen: one per (version, error) serves every heartbeat (hot path)
@@ -185,5 +193,8 @@ def leave_response(ctx: RequestContext, result: m.LeaveGroupResult) -> Any:
 
 
 def handle_leave_group(services: Services, ctx: RequestContext, body: Any) -> Any:
+    if group_read_denied(services, ctx, body.group_id):
+        ctx.error = ErrorCode.group_authorization_failed.value
+        return build(response_cls(ctx), {"error_code": ErrorCode.group_authorization_failed, "members": []})
     request = leave_request(ctx, body)
     return then(services.coordinator.leave_group(request), lambda r: leave_response(ctx, r))

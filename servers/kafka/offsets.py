@@ -36,9 +36,11 @@ from coordinator import messages as m
 from protocol.codec import response_class
 from protocol.errors import ErrorCode
 from protocol.hot_responses import offset_commit_response_frame, uvarint
+from security.acls import AclOperation, ResourceType
 
 from . import audit
 from ._util import ms, then
+from .acls import allowed, group_read_denied
 from .build import build
 from .context import RequestContext, Services
 
@@ -71,10 +73,23 @@ def handle_offset_commit(services: Services, ctx: RequestContext, body: Any) -> 
     order: list[tuple[str, int]] = []
     rejected: dict[tuple[str, int], ErrorCode] = {}
     v1 = ctx.api_version == 1  # the only version with a per-partition commit timestamp
+    # ACLs (Kafka's order): Read on the group, else every partition GROUP_AUTHORIZATION_FAILED; then Read on each
+    # topic, else its partitions TOPIC_AUTHORIZATION_FAILED (before the existence check).
+    checking = services.authorizer.enabled
+    group_denied = checking and group_read_denied(services, ctx, body.group_id)
+    topic_denied: dict[str, bool] = {}
     for t in body.topics:
+        if checking and not group_denied and t.name not in topic_denied:
+            topic_denied[t.name] = not allowed(services, ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             key = (t.name, p.partition_index)
             order.append(key)
+            if group_denied:
+                rejected[key] = ErrorCode.group_authorization_failed
+                continue
+            if checking and topic_denied[t.name]:
+                rejected[key] = ErrorCode.topic_authorization_failed
+                continue
             if not topics.has_partition(t.name, p.partition_index):
                 rejected[key] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -136,10 +151,41 @@ def handle_offset_commit(services: Services, ctx: RequestContext, body: Any) -> 
 # ---------------------------------------------------------------------------------------------------- OffsetFetch
 
 
-def _fetch_one(services: Services, group_id: str, topics: Any, require_stable: bool) -> m.OffsetFetchResult:
+def _fetch_one(
+    services: Services, group_id: str, topics: Any, require_stable: bool, ctx: RequestContext | None = None
+) -> m.OffsetFetchResult:
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    request = m.OffsetFetchRequest(group_id=group_id, topics=wanted, require_stable=require_stable)
-    return services.coordinator.fetch_offsets(request)
+    if ctx is None or not services.authorizer.enabled:
+        request = m.OffsetFetchRequest(group_id=group_id, topics=wanted, require_stable=require_stable)
+        return services.coordinator.fetch_offsets(request)
+    # ACLs (Kafka's KafkaApis): Describe on the group, else GROUP_AUTHORIZATION_FAILED; then Describe on each topic:
+    # a denied topic named in the request gets TOPIC_AUTHORIZATION_FAILED (offset -1), one in a fetch of every
+    # offset is left out.
+    if not allowed(services, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return m.OffsetFetchResult(group_id, ErrorCode.group_authorization_failed)
+    decided: dict[str, bool] = {}
+
+    def topic_ok(topic: str) -> bool:
+        ok = decided.get(topic)
+        if ok is None:
+            ok = decided[topic] = allowed(services, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic)
+        return ok
+
+    if wanted is None:
+        result = services.coordinator.fetch_offsets(m.OffsetFetchRequest(group_id, None, require_stable))
+        result.partitions = [p for p in result.partitions if topic_ok(p.topic)]
+        return result
+    permitted = [(topic, parts) for topic, parts in wanted if topic_ok(topic)]
+    result = services.coordinator.fetch_offsets(m.OffsetFetchRequest(group_id, permitted, require_stable))
+    if len(permitted) == len(wanted):
+        return result
+    found = {(p.topic, p.partition): p for p in result.partitions}
+    result.partitions = [
+        found.get((topic, part)) or m.FetchedOffset(topic, part, error=ErrorCode.topic_authorization_failed)
+        for topic, parts in wanted
+        for part in parts
+    ]
+    return result
 
 
 def _fetched_topics(result: m.OffsetFetchResult, push_error: bool) -> list[dict[str, Any]]:
@@ -161,9 +207,9 @@ def _fetched_topics(result: m.OffsetFetchResult, push_error: bool) -> list[dict[
 def handle_offset_fetch(services: Services, ctx: RequestContext, body: Any) -> Any:
     require_stable = bool(getattr(body, "require_stable", False))
     if ctx.api_version >= 8:
-        results = [_fetch_one(services, g.group_id, g.topics, require_stable) for g in body.groups]
+        results = [_fetch_one(services, g.group_id, g.topics, require_stable, ctx) for g in body.groups]
     else:
-        results = [_fetch_one(services, body.group_id, body.topics, require_stable)]
+        results = [_fetch_one(services, body.group_id, body.topics, require_stable, ctx)]
     # For the metrics: the first group error, else the first partition error (v0-1 and v8+ have no top-level one).
     ctx.error = next((r.error.value for r in results if r.error is not ErrorCode.none), 0) or next(
         (p.error.value for r in results for p in r.partitions if p.error is not ErrorCode.none), 0
@@ -273,11 +319,18 @@ def handle_offset_delete(services: Services, ctx: RequestContext, body: Any) -> 
     order: list[tuple[str, int]] = []
     rejected: dict[tuple[str, int], ErrorCode] = {}
     accepted: list[tuple[str, int]] = []
+    checking = services.authorizer.enabled  # ACLs: Delete on the group, then Read on each topic (as Kafka)
+    if checking and not allowed(services, ctx, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        ctx.error = ErrorCode.group_authorization_failed.value
+        return build(_response_cls(ctx), {"error_code": ErrorCode.group_authorization_failed, "topics": []})
     for t in body.topics:
+        denied = checking and not allowed(services, ctx, AclOperation.READ, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             key = (t.name, p.partition_index)
             order.append(key)
-            if topics.has_partition(*key):
+            if denied:
+                rejected[key] = ErrorCode.topic_authorization_failed
+            elif topics.has_partition(*key):
                 accepted.append(key)
             else:
                 rejected[key] = ErrorCode.unknown_topic_or_partition

@@ -31,6 +31,14 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from kafka.protocol.admin.acl import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.groups import (
     DeleteGroupsRequest,
@@ -102,6 +110,9 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     33: (AlterConfigsRequest, AlterConfigsResponse),
     22: (InitProducerIdRequest, InitProducerIdResponse),
+    29: (DescribeAclsRequest, DescribeAclsResponse),
+    30: (CreateAclsRequest, CreateAclsResponse),
+    31: (DeleteAclsRequest, DeleteAclsResponse),
 }
 
 _ERRORS = [

@@ -32,6 +32,9 @@ SPEC = {
     "IncrementalAlterConfigs": (44, 0, 1),
     "AlterConfigs": (33, 0, 2),
     "InitProducerId": (22, 0, 4),
+    "DescribeAcls": (29, 1, 3),
+    "CreateAcls": (30, 1, 3),
+    "DeleteAcls": (31, 1, 3),
 }
 
 

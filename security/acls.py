@@ -278,6 +278,33 @@ class Authorizer:
             return self.allow_everyone_if_no_acl_found
         return allowed
 
+    def authorize_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do ``operation`` on *some* resource of the type (Kafka's
+        ``authorizeByResourceType``, KIP-679: InitProducerId without IdempotentWrite on the cluster needs Write on
+        any topic): an applying ALLOW on some pattern that no applying DENY on the same pattern cancels. Walks the
+        type's bindings: used once per producer, not per request."""
+        if not self.enabled or principal in self.super_users:
+            return True
+        if host[:1] == "/":
+            host = host[1:]
+        allows: set[tuple[str, PatternType]] = set()
+        denies: set[tuple[str, PatternType]] = set()
+        seen = False
+        for b in self.index:
+            if b.resource_type != resource_type:
+                continue
+            seen = True
+            if (b.principal != principal and b.principal != WILDCARD_PRINCIPAL) or b.host not in (WILDCARD, host):
+                continue
+            if b.operation != operation and b.operation != AclOperation.ALL:
+                continue
+            (allows if b.permission == PermissionType.ALLOW else denies).add((b.resource_name, b.pattern_type))
+        if (WILDCARD, PatternType.LITERAL) in denies:
+            return False
+        if not seen:
+            return self.allow_everyone_if_no_acl_found
+        return bool(allows - denies)
+
     def authorize_cluster(self, principal: str, host: str, operation: AclOperation) -> bool:
         return self.authorize(principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 

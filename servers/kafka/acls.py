@@ -12,6 +12,7 @@ authorizer's index, so it holds on every open connection from the next request o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from protocol.errors import ErrorCode
@@ -42,6 +43,15 @@ def group_read_denied(services: Services, ctx: RequestContext, group_id: str) ->
     return authorizer.enabled and not authorizer.authorize(
         ctx.principal, ctx.client_host, AclOperation.READ, ResourceType.GROUP, group_id
     )
+
+
+def denied_topics(services: Services, ctx: RequestContext, operation: AclOperation, topics: Iterable[str]) -> set[str]:
+    """The topics among ``topics`` on which ``ctx``'s principal may not do ``operation`` (none, authorizer off)."""
+    authorizer = services.authorizer
+    if not authorizer.enabled:
+        return set()
+    principal, host = ctx.principal, ctx.client_host
+    return {t for t in topics if not authorizer.authorize(principal, host, operation, ResourceType.TOPIC, t)}
 
 
 def cluster_allowed(services: Services, ctx: RequestContext, operation: AclOperation) -> bool:

@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.errors import ErrorCode
+from security.acls import AclOperation, ResourceType
 
 from . import sliced
 from ._util import response_cls
+from .acls import allowed
 from .build import build
 from .context import RequestContext, Services
 
@@ -51,6 +53,8 @@ def _entry(services: Services, key: str, error: ErrorCode) -> dict[str, Any]:
         "error_code": error,
         "error_message": "transactions are not supported by this broker"
         if error is ErrorCode.transactional_id_authorization_failed
+        else "Authorization failed."
+        if error is ErrorCode.group_authorization_failed
         else "unknown or unsupported coordinator key type",
     }
 
@@ -65,9 +69,20 @@ def handle_find_coordinator(services: Services, ctx: RequestContext, body: Any) 
             ctx.error = error.value  # every key has the same error (no top-level one from v4), for the metrics
 
         def entry(key: str) -> dict[str, Any]:
-            return _entry(services, key, error)
+            return _entry(services, key, _group_denied(services, ctx, key_type, key) or error)
 
         if len(keys) > sliced.SLICE:  # a frame can carry millions of keys: encoded between other work
             return sliced.sliced_frame(ctx, {}, "coordinators", keys, entry)
         return build(cls, {"coordinators": [entry(key) for key in keys]})
-    return build(cls, _entry(services, body.key, error))
+    return build(cls, _entry(services, body.key, _group_denied(services, ctx, key_type, body.key) or error))
+
+
+def _group_denied(services: Services, ctx: RequestContext, key_type: int, key: str) -> ErrorCode | None:
+    """ACLs: finding a group's coordinator needs Describe on the group (else GROUP_AUTHORIZATION_FAILED)."""
+    if key_type != _GROUP or not services.authorizer.enabled:
+        return None
+    if allowed(services, ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return None
+    if not ctx.error:
+        ctx.error = ErrorCode.group_authorization_failed.value
+    return ErrorCode.group_authorization_failed

@@ -29,6 +29,7 @@ from typing import Any
 
 from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
+from security.acls import AclOperation, ResourceType
 
 from ._util import response_cls, then
 from .build import build
@@ -43,6 +44,12 @@ def handle_init_producer_id(services: Services, ctx: RequestContext, body: Any) 
     assert broker is not None, "InitProducerId is served only with a broker"
     if body.transactional_id is not None:
         return _refused(ctx, ErrorCode.invalid_request if body.transactional_id == "" else TRANSACTIONS_REFUSED)
+    authorizer = services.authorizer  # ACLs: IdempotentWrite on the cluster, or Write on any topic (KIP-679)
+    if authorizer.enabled and not (
+        authorizer.authorize_cluster(ctx.principal, ctx.client_host, AclOperation.IDEMPOTENT_WRITE)
+        or authorizer.authorize_any(ctx.principal, ctx.client_host, AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return _refused(ctx, ErrorCode.cluster_authorization_failed)
     producer_id = int(getattr(body, "producer_id", NO_PRODUCER_ID))
     epoch = int(getattr(body, "producer_epoch", NO_PRODUCER_EPOCH))
     if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):

@@ -30,6 +30,7 @@ import uuid
 import weakref
 from collections.abc import Generator, Sequence
 from time import perf_counter
+from types import SimpleNamespace
 from typing import Any
 
 from broker.topics import Topic, TopicRegistry, is_internal_topic, is_legal_topic_name
@@ -37,8 +38,10 @@ from protocol.codec import encode_response
 from protocol.errors import ErrorCode
 from protocol.headers import RequestHeader
 from protocol.hot_responses import uvarint as _uvarint
+from security.acls import AclOperation, ResourceType
 
 from ._util import response_cls
+from .acls import allowed, cluster_allowed
 from .authorized import NOT_REQUESTED
 from .build import build
 from .context import Node, RequestContext, Services
@@ -304,6 +307,10 @@ def _requested(
         return items + known, False
     allow_create = getattr(body, "allow_auto_topic_creation", True)
     created_before = registry.auto_created
+    # ACLs (Kafka's order): Describe on the topic, else TOPIC_AUTHORIZATION_FAILED (existence not disclosed); creating
+    # a missing one needs Create on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED too.
+    checking = services.authorizer.enabled
+    create_anywhere = checking and cluster_allowed(services, ctx, AclOperation.CREATE)
     for i, name in enumerate(dict.fromkeys(t.name for t in requested)):
         if not i & 1023 and perf_counter() > deadline:
             yield
@@ -311,8 +318,19 @@ def _requested(
         if name is None:  # v12, neither a name nor an id: the topic with the null id does not exist
             items.append(encode_topic(family, ErrorCode.unknown_topic_id, None, None, 0, node_id))
             continue
+        may_create = allow_create
+        if checking:
+            if not allowed(services, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                items.append(encode_topic(family, ErrorCode.topic_authorization_failed, name, None, 0, node_id))
+                continue
+            may_create = allow_create and (
+                create_anywhere or allowed(services, ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+            )
+            if allow_create and not may_create and registry.get(name) is None and registry.auto_create:
+                items.append(encode_topic(family, ErrorCode.topic_authorization_failed, name, None, 0, node_id))
+                continue
         created = registry.auto_created - created_before
-        topic = registry.maybe_auto_create(name, allow_create, client=ctx.client_host, created_in_request=created)
+        topic = registry.maybe_auto_create(name, may_create, client=ctx.client_host, created_in_request=created)
         if topic is not None:
             items.append(topic)
             continue
@@ -333,7 +351,15 @@ def handle_metadata(services: Services, ctx: RequestContext, body: Any) -> Any:
     cache = _encoded_for(registry)
     requested = body.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        return _every_topic(cache, registry, ctx, services.node)
+        if not services.authorizer.enabled:
+            return _every_topic(cache, registry, ctx, services.node)
+        # ACLs: every topic the principal may describe, answered as if it had named them (no shared answer)
+        named = [
+            SimpleNamespace(name=t.name, topic_id=None)
+            for t in registry.all()
+            if allowed(services, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+        ]
+        body = SimpleNamespace(topics=named, allow_auto_topic_creation=False)
     steps = _named(services, ctx, body, cache)
     try:
         next(steps)

@@ -34,8 +34,10 @@ from typing import Any
 from broker.partitions import Broker
 from protocol.codec import response_class
 from protocol.errors import ErrorCode
+from security.acls import AclOperation
 
 from ._util import ms, response_cls
+from .acls import denied_topics
 from .build import build
 from .context import RequestContext, Services
 
@@ -76,10 +78,14 @@ def handle_list_offsets(services: Services, ctx: RequestContext, body: Any) -> A
         return _list_offsets_v0(services, ctx, body)
     broker = _broker(services)
     topics = []
+    denied = denied_topics(services, ctx, AclOperation.DESCRIBE, {t.name for t in body.topics})  # ACLs
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            error, offset, timestamp = broker.list_offset(t.name, p.partition_index, p.timestamp)
+            if t.name in denied:
+                error, offset, timestamp = ErrorCode.topic_authorization_failed, -1, -1
+            else:
+                error, offset, timestamp = broker.list_offset(t.name, p.partition_index, p.timestamp)
             if error and not ctx.error:
                 ctx.error = error
             partition = broker.partition(t.name, p.partition_index)
@@ -121,11 +127,15 @@ def handle_fetch(services: Services, ctx: RequestContext, body: Any) -> Any:
 async def _fetch(services: Services, ctx: RequestContext, body: Any) -> Any:
     broker = _broker(services)
     wanted = _requested(body)
+    # ACLs: Read on each topic, else TOPIC_AUTHORIZATION_FAILED on its partitions (which are not waited for).
+    denied = denied_topics(services, ctx, AclOperation.READ, {t.topic for t in body.topics})
+    if denied:
+        wanted = [w for w in wanted if w[0] not in denied]
     min_bytes = max(body.min_bytes, 1)
     wait_ms = min(max(ms(body.max_wait), 0), services.max_fetch_wait_ms)
     if wanted and wait_ms > 0:
         await _wait(services, broker, wanted, min_bytes, wait_ms / 1000.0)
-    return await _response(services, broker, ctx, body)
+    return await _response(services, broker, ctx, body, denied)
 
 
 async def _wait(
@@ -160,7 +170,9 @@ async def _wait(
                 cancel()
 
 
-async def _response(services: Services, broker: Broker, ctx: RequestContext, body: Any) -> Any:
+async def _response(
+    services: Services, broker: Broker, ctx: RequestContext, body: Any, denied: set[str] | frozenset[str] = frozenset()
+) -> Any:
     read_committed = body.isolation_level == READ_COMMITTED
     remaining = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
     sent = 0
@@ -168,6 +180,10 @@ async def _response(services: Services, broker: Broker, ctx: RequestContext, bod
     for t in body.topics:
         parts = []
         for p in t.partitions:
+            if t.topic in denied:
+                parts.append(_denied_partition(p.partition, read_committed))
+                ctx.error = ctx.error or ErrorCode.topic_authorization_failed.value
+                continue
             s = broker.read(
                 t.topic, p.partition, p.fetch_offset, min(p.partition_max_bytes, remaining), min_one=sent == 0
             )
@@ -196,3 +212,16 @@ async def _response(services: Services, broker: Broker, ctx: RequestContext, bod
             )
         responses.append({"topic": t.topic, "partitions": parts})
     return build(response_cls(ctx), {"error_code": ErrorCode.none, "session_id": 0, "responses": responses})
+
+
+def _denied_partition(partition: int, read_committed: bool) -> dict[str, Any]:
+    return {
+        "partition_index": partition,
+        "error_code": ErrorCode.topic_authorization_failed,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": () if read_committed else None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }

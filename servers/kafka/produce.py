@@ -29,12 +29,16 @@ from typing import Any
 from broker.partitions import Appended
 from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
+from security.acls import AclOperation
 
 from ._util import response_cls, then
+from .acls import denied_topics
 from .build import build
 from .context import RequestContext, Services
 
 ZSTD_PRODUCE_VERSION = 7
+TOPIC_DENIED = Appended(ErrorCode.topic_authorization_failed)
+WRITE = AclOperation.WRITE
 TRANSACTIONS_REFUSED = Appended(
     ErrorCode.transactional_id_authorization_failed, message="transactions are not supported by this broker"
 )
@@ -48,19 +52,34 @@ def handle_produce(services: Services, ctx: RequestContext, body: Any) -> Any:
     broker = services.broker
     assert broker is not None, "Produce is served only with a broker"
     entries = [(t.name, p.index, p.records) for t in body.topic_data for p in t.partition_data]
+    refused: list[int] = []
     zstd = ctx.api_version >= ZSTD_PRODUCE_VERSION
     if body.transactional_id is not None:
         if body.acks == 0:
             return b""
         return _response(ctx, body, [TRANSACTIONS_REFUSED] * len(entries))
+    # ACLs: Write on each topic, else TOPIC_AUTHORIZATION_FAILED on its partitions (before the existence check).
+    denied = denied_topics(services, ctx, WRITE, {t.name for t in body.topic_data})
+    if denied:
+        refused = [i for i, e in enumerate(entries) if e[0] in denied]
+        entries = [e for e in entries if e[0] not in denied]
     if body.acks == 0:
         broker.produce(entries, _ignore, zstd_allowed=zstd)
         return b""  # no answer: an empty slot writes nothing and keeps the connection's answers in order
     if body.acks not in (1, -1):
-        return _response(ctx, body, [Appended(ErrorCode.invalid_required_acks)] * len(entries))
+        return _response(ctx, body, [Appended(ErrorCode.invalid_required_acks)] * (len(entries) + len(refused)))
     deferred: Deferred[list[Appended]] = Deferred()
     broker.produce(entries, deferred.resolve, zstd_allowed=zstd)
-    return then(deferred, lambda answers: _response(ctx, body, answers))
+    if not denied:
+        return then(deferred, lambda answers: _response(ctx, body, answers))
+
+    def merge(answers: list[Appended]) -> Any:
+        it = iter(answers)
+        denied_at = set(refused)
+        total = len(answers) + len(refused)
+        return _response(ctx, body, [TOPIC_DENIED if i in denied_at else next(it) for i in range(total)])
+
+    return then(deferred, merge)
 
 
 def _response(ctx: RequestContext, body: Any, answers: list[Appended]) -> Any:

@@ -23,15 +23,18 @@ node has nothing to wait for beyond its own write.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from broker.admin import SET, AlterConfig, ConfigResource, CreateTopic, EntryResult, TopicAdmin
 from broker.configs import DescribedConfig
 from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
+from security.acls import AclOperation, ResourceType
 
 from . import audit
 from ._util import response_cls, then
+from .acls import allowed, cluster_allowed, denied_topics
 from .build import build
 from .context import RequestContext, Services
 
@@ -60,6 +63,44 @@ def _wait(ctx: RequestContext, start: Any, answer: Any) -> Any:
     return then(deferred, done)
 
 
+def _checked_wait(
+    ctx: RequestContext,
+    items: list[Any],
+    denied: list[bool],
+    start: Callable[[list[Any], Callable[[list[EntryResult]], None]], None],
+    answer: Any,
+    refusal: Callable[[Any], EntryResult],
+) -> Any:
+    """``_wait`` with ACLs: the items ``denied`` marks are answered ``refusal(item)`` and not passed to ``start``;
+    the results come back in the request's order."""
+    if not any(denied):
+        return _wait(ctx, lambda done: start(items, done), answer)
+    permitted = [x for x, d in zip(items, denied, strict=True) if not d]
+
+    def start_permitted(done: Callable[[list[EntryResult]], None]) -> None:
+        def merged(results: list[EntryResult]) -> None:
+            it = iter(results)
+            done([refusal(x) if d else next(it) for x, d in zip(items, denied, strict=True)])
+
+        if permitted:
+            start(permitted, merged)
+        else:
+            merged([])
+
+    return _wait(ctx, start_permitted, answer)
+
+
+def _topic_denied(name: str | None) -> EntryResult:
+    return EntryResult(ErrorCode.topic_authorization_failed, "Authorization failed.", name=name)
+
+
+def _denied(services: Services, ctx: RequestContext, operation: AclOperation, names: list[str | None]) -> list[bool]:
+    """Per topic name: whether ``operation`` on it is refused (a topic named by id only: refused, authorizer on)."""
+    if not services.authorizer.enabled:
+        return [False] * len(names)
+    return [name is None or not allowed(services, ctx, operation, ResourceType.TOPIC, name) for name in names]
+
+
 # ------------------------------------------------------------------------------------------------ CreateTopics
 
 
@@ -85,7 +126,15 @@ def handle_create_topics(services: Services, ctx: RequestContext, body: Any) -> 
                                        r.partitions)  # fmt: skip
         return build(response_cls(ctx), {"topics": [_created(r) for r in results]})
 
-    return _wait(ctx, lambda done: _admin(services).create_topics(topics, validate_only, done), answer)
+    # ACLs: Create on the cluster, else Create on each topic.
+    if services.authorizer.enabled and cluster_allowed(services, ctx, AclOperation.CREATE):
+        denied = [False] * len(topics)
+    else:
+        denied = _denied(services, ctx, AclOperation.CREATE, [t.name for t in topics])
+    return _checked_wait(
+        ctx, topics, denied, lambda ts, done: _admin(services).create_topics(ts, validate_only, done), answer,
+        lambda t: _topic_denied(t.name),
+    )  # fmt: skip
 
 
 def _created(r: EntryResult) -> dict[str, Any]:
@@ -133,7 +182,11 @@ def handle_delete_topics(services: Services, ctx: RequestContext, body: Any) -> 
         ]
         return build(response_cls(ctx), {"responses": responses})
 
-    return _wait(ctx, lambda done: _admin(services).delete_topics(names, ids, done), answer)
+    def start(items: list[tuple[str | None, uuid.UUID | None]], done: Callable[[list[EntryResult]], None]) -> None:
+        _admin(services).delete_topics([n for n, _ in items], [i for _, i in items], done)
+
+    denied = _denied(services, ctx, AclOperation.DELETE, names)  # ACLs: Delete on each topic
+    return _checked_wait(ctx, list(zip(names, ids, strict=True)), denied, start, answer, lambda x: _topic_denied(x[0]))
 
 
 # ------------------------------------------------------------------------------------------------ CreatePartitions
@@ -160,7 +213,11 @@ def handle_create_partitions(services: Services, ctx: RequestContext, body: Any)
             {"results": [{"name": r.name, "error_code": r.error, "error_message": r.message} for r in results]},
         )
 
-    return _wait(ctx, lambda done: _admin(services).create_partitions(topics, validate_only, done), answer)
+    denied = _denied(services, ctx, AclOperation.ALTER, [t[0] for t in topics])  # ACLs: Alter on each topic
+    return _checked_wait(
+        ctx, topics, denied, lambda ts, done: _admin(services).create_partitions(ts, validate_only, done), answer,
+        lambda t: _topic_denied(t[0]),
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ configs
@@ -175,7 +232,12 @@ def handle_describe_configs(services: Services, ctx: RequestContext, body: Any) 
         )
         for r in body.resources
     ]
-    results = _admin(services).describe_configs(resources)
+    denied = _config_denied(services, ctx, AclOperation.DESCRIBE_CONFIGS, resources)  # ACLs
+    if any(denied):
+        it = iter(_admin(services).describe_configs([r for r, d in zip(resources, denied, strict=True) if not d]))
+        results = [_config_refusal(r) if d else next(it) for r, d in zip(resources, denied, strict=True)]
+    else:
+        results = _admin(services).describe_configs(resources)
     _first_error(ctx, results)
     synonyms = bool(getattr(body, "include_synonyms", False))
     return build(
@@ -251,9 +313,37 @@ def _alter_configs(services: Services, ctx: RequestContext, body: Any, *, replac
             },
         )
 
-    return _wait(
-        ctx, lambda done: _admin(services).alter_configs(resources, validate_only, done, replace=replace), answer
-    )
+    denied = _config_denied(services, ctx, AclOperation.ALTER_CONFIGS, resources)  # ACLs
+    return _checked_wait(
+        ctx, resources, denied,
+        lambda rs, done: _admin(services).alter_configs(rs, validate_only, done, replace=replace), answer,
+        lambda r: _config_refusal(r),
+    )  # fmt: skip
+
+
+def _config_denied(
+    services: Services, ctx: RequestContext, operation: AclOperation, resources: list[ConfigResource]
+) -> list[bool]:
+    """ACLs of the config APIs: ``operation`` on the topic (resource type 2) or on the cluster (a broker, 4)."""
+    if not services.authorizer.enabled:
+        return [False] * len(resources)
+    return [
+        not (
+            cluster_allowed(services, ctx, operation)
+            if r.resource_type == _BROKER
+            else allowed(services, ctx, operation, ResourceType.TOPIC, r.name)
+        )
+        for r in resources
+    ]
+
+
+def _config_refusal(r: ConfigResource) -> EntryResult:
+    if r.resource_type == _BROKER:
+        return EntryResult(ErrorCode.cluster_authorization_failed, "Authorization failed.", name=r.name)
+    return _topic_denied(r.name)
+
+
+_BROKER = 4  # ConfigResource.Type.BROKER
 
 
 # ------------------------------------------------------------------------------------------------ records
@@ -283,17 +373,27 @@ def handle_delete_records(services: Services, ctx: RequestContext, body: Any) ->
             topics.append({"name": t.name, "partitions": parts})
         return build(response_cls(ctx), {"topics": topics})
 
-    return _wait(ctx, lambda done: _admin(services).delete_records(entries, done), answer)
+    denied = _denied(services, ctx, AclOperation.DELETE, [e[0] for e in entries])  # ACLs: Delete on each topic
+    return _checked_wait(
+        ctx, entries, denied, lambda es, done: _admin(services).delete_records(es, done), answer,
+        lambda e: _topic_denied(e[0]),
+    )  # fmt: skip
 
 
 def handle_offset_for_leader_epoch(services: Services, ctx: RequestContext, body: Any) -> Any:
     admin = _admin(services)
     topics = []
+    denied = denied_topics(services, ctx, AclOperation.DESCRIBE, {t.topic for t in body.topics})  # ACLs
     for t in body.topics:
         parts = []
         for p in t.partitions:
             current = int(getattr(p, "current_leader_epoch", -1))
-            error, epoch, end = admin.offset_for_leader_epoch(t.topic, int(p.partition), current, int(p.leader_epoch))
+            if t.topic in denied:
+                error, epoch, end = ErrorCode.topic_authorization_failed, -1, -1
+            else:
+                error, epoch, end = admin.offset_for_leader_epoch(
+                    t.topic, int(p.partition), current, int(p.leader_epoch)
+                )
             if error and not ctx.error:
                 ctx.error = error
             parts.append({"error_code": error, "partition": p.partition, "leader_epoch": epoch, "end_offset": end})

@@ -160,3 +160,19 @@ def test_many_acls_on_other_resources_are_not_looked_at() -> None:
     assert a.authorize("User:u42", "h", Op.READ, T, "topic-42")
     assert not a.authorize("User:u41", "h", Op.READ, T, "topic-42")
     assert a.authorize("User:w", "h", Op.DESCRIBE, T, "topic-9999")
+
+
+def test_authorize_any_topic_for_idempotent_producers() -> None:
+    a = authorizer(acl(T, "pay.", Op.WRITE, pattern=PRE))
+    assert a.authorize_any("User:alice", "/1.2.3.4", Op.WRITE, T)
+    assert not a.authorize_any("User:bob", "h", Op.WRITE, T)
+    a = authorizer(acl(T, "pay.", Op.WRITE, pattern=PRE), acl(T, "pay.", Op.WRITE, DENY, pattern=PRE))
+    assert not a.authorize_any("User:alice", "h", Op.WRITE, T)
+    a = authorizer(acl(T, "t", Op.ALL), acl(T, "*", Op.WRITE, DENY, principal="User:*"))
+    assert not a.authorize_any("User:alice", "h", Op.WRITE, T)
+
+
+def test_hosts_in_the_listeners_slash_form_match_bare_acl_hosts() -> None:
+    a = authorizer(acl(G, "g", Op.READ, host="10.0.0.1"))
+    assert a.authorize("User:alice", "/10.0.0.1", Op.READ, G, "g")
+    assert not a.authorize("User:alice", "/10.0.0.2", Op.READ, G, "g")

@@ -21,7 +21,8 @@ PREFIXED prefix, so a check looks at the literal name, the wildcard and the name
 ``len(name) + 1`` dictionary probes) and at the entries on those patterns only: the cost of a check does not grow
 with the number of ACLs on other resources. ``Authorizer`` is off unless ``enabled`` (then every check allows, as
 the daemon did before ACLs); it holds the index by reference, so a binding created or deleted takes effect on the
-next check, on every open connection.
+next check, on every open connection. Decisions are cached per (principal, host, operation, resource) until the
+index changes (its ``version``), so the steady-state check is one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -169,6 +170,7 @@ class AclIndex:
         self._literal: dict[ResourceType, dict[str, list[AclBinding]]] = {}
         self._prefixed: dict[ResourceType, dict[str, list[AclBinding]]] = {}
         self._all: set[AclBinding] = set()
+        self.version = 0  # bumped by every change: the authorizer's decision cache is valid for one version
         for b in bindings:
             self.add(b)
 
@@ -191,12 +193,14 @@ class AclIndex:
             return False
         self._all.add(b)
         self._table(b).setdefault(b.resource_name, []).append(b)
+        self.version += 1
         return True
 
     def remove(self, b: AclBinding) -> bool:
         if b not in self._all:
             return False
         self._all.discard(b)
+        self.version += 1
         table = self._table(b)
         entries = table[b.resource_name]
         entries.remove(b)
@@ -251,11 +255,32 @@ class Authorizer:
         self.enabled = enabled
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self._cache: dict[tuple[str, str, AclOperation, ResourceType, str], bool] = {}
+        self._cache_version = -1
+
+    CACHE_SIZE = 100_000  # decisions kept (cleared when full, and whenever the ACLs change)
 
     def authorize(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
     ) -> bool:
-        if not self.enabled or principal in self.super_users:
+        if not self.enabled:
+            return True
+        key = (principal, host, operation, resource_type, name)
+        cache = self._cache
+        if self._cache_version != self.index.version:
+            cache.clear()
+            self._cache_version = self.index.version
+        decision = cache.get(key)
+        if decision is None:
+            if len(cache) >= self.CACHE_SIZE:
+                cache.clear()
+            decision = cache[key] = self._decide(principal, host, operation, resource_type, name)
+        return decision
+
+    def _decide(
+        self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, name: str
+    ) -> bool:
+        if principal in self.super_users:
             return True
         if host[:1] == "/":  # the listener's "/1.2.3.4" (Kafka's InetAddress form); ACL hosts are bare addresses
             host = host[1:]

@@ -176,3 +176,14 @@ def test_hosts_in_the_listeners_slash_form_match_bare_acl_hosts() -> None:
     a = authorizer(acl(G, "g", Op.READ, host="10.0.0.1"))
     assert a.authorize("User:alice", "/10.0.0.1", Op.READ, G, "g")
     assert not a.authorize("User:alice", "/10.0.0.2", Op.READ, G, "g")
+
+
+def test_cached_decisions_follow_every_change_of_the_acls() -> None:
+    index = AclIndex([acl(T, "t", Op.READ)])
+    a = Authorizer(index, enabled=True)
+    assert a.authorize("User:alice", "h", Op.READ, T, "t")  # cached
+    deny = acl(T, "t", Op.READ, DENY)
+    index.add(deny)
+    assert not a.authorize("User:alice", "h", Op.READ, T, "t")
+    index.remove(deny)
+    assert a.authorize("User:alice", "h", Op.READ, T, "t")

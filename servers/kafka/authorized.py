@@ -1,6 +1,7 @@
 """Authorized-operations bitfields (KIP-430) as Kafka answers them with authorization off: every operation the
-resource type supports, each as bit ``1 << code`` of Kafka's AclOperation codes. This server has no ACLs, so a
-client that asks is told it may do everything the resource allows; one that does not ask gets ``NOT_REQUESTED``.
+resource type supports, each as bit ``1 << code`` of Kafka's AclOperation codes. With the authorizer off a client
+that asks is told it may do everything the resource allows (with it on, DescribeGroups answers the principal's own
+operations: ``groups_admin``); one that does not ask gets ``NOT_REQUESTED``.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def _listed(group: m.ListedGroup) -> dict[str, Any]:
     }
 
 
-def _described(group: m.DescribedGroup, include_operations: bool) -> dict[str, Any]:
+def _described(group: m.DescribedGroup, include_operations: bool, operations: int = GROUP_OPERATIONS) -> dict[str, Any]:
     return {
         "error_code": group.error,
         "group_id": group.group_id,
@@ -51,7 +51,7 @@ def _described(group: m.DescribedGroup, include_operations: bool) -> dict[str, A
         "protocol_type": group.protocol_type,
         "protocol_data": group.protocol_data,
         "authorized_operations": (
-            GROUP_OPERATIONS if include_operations and group.error is ErrorCode.none else NOT_REQUESTED
+            operations if include_operations and group.error is ErrorCode.none else NOT_REQUESTED
         ),
         "members": [
             {
@@ -67,6 +67,14 @@ def _described(group: m.DescribedGroup, include_operations: bool) -> dict[str, A
     }
 
 
+def _group_operations(services: Services, ctx: RequestContext, group_id: str) -> int:
+    bits = 0
+    for op in (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE):
+        if allowed(services, ctx, op, ResourceType.GROUP, group_id):
+            bits |= 1 << op
+    return bits
+
+
 def handle_describe_groups(services: Services, ctx: RequestContext, body: Any) -> Any:
     include_operations = bool(getattr(body, "include_authorized_operations", False))
     group_ids = list(body.groups)
@@ -74,6 +82,8 @@ def handle_describe_groups(services: Services, ctx: RequestContext, body: Any) -
     def described(group: m.DescribedGroup) -> dict[str, Any]:
         if group.error is not ErrorCode.none and not ctx.error:
             ctx.error = group.error.value  # the first group error, for the metrics
+        if include_operations and services.authorizer.enabled:  # KIP-430: what this principal may do
+            return _described(group, True, _group_operations(services, ctx, group.group_id))
         return _described(group, include_operations)
 
     describe: Callable[[list[str | None]], list[m.DescribedGroup]] = services.coordinator.describe_groups

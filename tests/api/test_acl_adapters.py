@@ -251,3 +251,12 @@ async def test_everything_allowed_with_the_authorizer_off(h: Harness) -> None:
     await call(h, ALICE, 8, 9, **commit_fields([("t", [(0, 1)])], group="g"))
     listed = await call(h, ALICE, 16, 4, states_filter=[])
     assert [g.group_id for g in listed.groups] == ["g"]
+
+
+async def test_describe_groups_authorized_operations_are_the_principals(secured: Harness) -> None:
+    h = secured
+    await grant(h, creation(ResourceType.GROUP, "g", AclOperation.READ))
+    await call(h, ADMIN, 8, 9, **commit_fields([("t", [(0, 1)])], group="g"))
+    described = await call(h, ALICE, 15, 5, groups=["g"], include_authorized_operations=True)
+    [g] = described.groups
+    assert g.authorized_operations == (1 << AclOperation.READ) | (1 << AclOperation.DESCRIBE)

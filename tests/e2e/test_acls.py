@@ -1,5 +1,6 @@
 """ACLs end to end: the real daemon (SQLite) with ``authorizer.enabled``, ACLs created, described and deleted with
-confluent-kafka's ``AdminClient`` and kafka-python's ``KafkaAdminClient``, and real consumers and producers getting
+confluent-kafka's ``AdminClient`` and kafka-python's ``KafkaAdminClient``, and real consumers (confluent-kafka,
+kafka-python, aiokafka) and producers getting
 Kafka's errors: a PREFIXED DENY on groups (GROUP_AUTHORIZATION_FAILED), a DENY overriding an ALLOW on a topic
 (TOPIC_AUTHORIZATION_FAILED), a deleted ACL taking effect at once, and the ACLs surviving a restart.
 
@@ -8,11 +9,14 @@ is on: resources without ACLs stay open, and the ACLs created decide the rest.""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 
+import aiokafka.errors
 import kafka.errors as kerrors
 import pytest
+from aiokafka import AIOKafkaConsumer
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
@@ -145,6 +149,18 @@ def test_the_acl_matrix_with_the_real_admin_clients(daemon: Daemon) -> None:
             consumer.poll(timeout_ms=5000)
     finally:
         consumer.close()
+
+    # and aiokafka's
+    async def aiokafka_join() -> None:
+        consumer = AIOKafkaConsumer("open", bootstrap_servers=daemon.bootstrap, group_id="denied-3")
+        await consumer.start()
+        try:
+            await asyncio.wait_for(consumer.getmany(timeout_ms=5000), 20)
+        finally:
+            await consumer.stop()
+
+    with pytest.raises(aiokafka.errors.GroupAuthorizationFailedError):
+        asyncio.run(aiokafka_join())
 
     # deleting the DENY takes effect at once, on the daemon's open connections too
     deleted = admin.delete_acls([AclBindingFilter(ResourceType.GROUP, "denied-", ResourcePatternType.PREFIXED, None,

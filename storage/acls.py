@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from sqlalchemy import and_, delete, insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from security.acls import AclBinding, AclOperation, PatternType, PermissionType, ResourceType
 
@@ -46,21 +46,28 @@ class SqlAclStore:
         ]
 
     async def create(self, bindings: Sequence[AclBinding]) -> None:
-        """Store ``bindings`` (none of them stored yet) in one transaction."""
+        """Store ``bindings`` in one transaction (one stored already is stored again, not an error)."""
         if not bindings:
             return
         now_ms = self.now_ms()
         async with self.engine.begin() as conn:
+            # Idempotent: two CreateAcls racing with the same binding both succeed (Kafka: creating an existing ACL
+            # is no error), instead of the second failing on the primary key.
+            await _delete(conn, bindings)
             await conn.execute(insert(_ACLS), [{**_columns(b), "created_ms": now_ms} for b in bindings])
 
     async def delete(self, bindings: Sequence[AclBinding]) -> None:
         """Delete ``bindings`` in one transaction."""
         if not bindings:
             return
-        c = _ACLS.c
         async with self.engine.begin() as conn:
-            for b in bindings:
-                await conn.execute(delete(_ACLS).where(and_(*(c[k] == v for k, v in _columns(b).items()))))
+            await _delete(conn, bindings)
+
+
+async def _delete(conn: AsyncConnection, bindings: Sequence[AclBinding]) -> None:
+    c = _ACLS.c
+    for b in bindings:
+        await conn.execute(delete(_ACLS).where(and_(*(c[k] == v for k, v in _columns(b).items()))))
 
 
 def _columns(b: AclBinding) -> dict[str, object]:

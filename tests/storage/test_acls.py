@@ -29,6 +29,7 @@ async def test_acls_are_durable(database: Database) -> None:
         store = SqlAclStore(log.engine, lambda: 1_234)
         assert await store.load() == []
         await store.create([A, B, C])
+        await store.create([A])  # again (two racing CreateAcls): no error, still one row
         await store.delete([C])
         await store.delete([])
     finally:

@@ -260,3 +260,34 @@ async def test_describe_groups_authorized_operations_are_the_principals(secured:
     described = await call(h, ALICE, 15, 5, groups=["g"], include_authorized_operations=True)
     [g] = described.groups
     assert g.authorized_operations == (1 << AclOperation.READ) | (1 << AclOperation.DESCRIBE)
+
+
+@pytest.mark.parametrize("seed", range(5))
+async def test_acl_apis_survive_any_enum_values(secured: Harness, seed: int) -> None:
+    """Any int8 in the enum fields, names and filters null or not: a per-entry error or success, never an exception."""
+    import random
+
+    rnd = random.Random(seed)
+
+    def i8() -> int:
+        return rnd.choice([rnd.randint(-128, 127), rnd.randint(0, 8)])
+
+    def text() -> str:
+        return rnd.choice(["", "*", "g", "kafka-cluster", "User:x", "x" * 300, "é"])
+
+    h = secured
+    for _ in range(40):
+        version = rnd.randint(1, 3)
+        creations = [
+            {"resource_type": i8(), "resource_name": text(), "resource_pattern_type": i8(), "principal": text(),
+             "host": text(), "operation": i8(), "permission_type": i8()}
+            for _ in range(rnd.randint(0, 4))
+        ]  # fmt: skip
+        response = await call(h, ADMIN, 30, version, creations=creations)
+        assert len(response.results) == len(creations)
+        flt = {"resource_type_filter": i8(), "resource_name_filter": rnd.choice([None, text()]),
+               "pattern_type_filter": i8(), "principal_filter": rnd.choice([None, text()]),
+               "host_filter": rnd.choice([None, text()]), "operation": i8(), "permission_type": i8()}  # fmt: skip
+        await call(h, ADMIN, 29, version, **flt)
+        response = await call(h, ADMIN, 31, version, filters=[flt])
+        assert len(response.filter_results) == 1

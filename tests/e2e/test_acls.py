@@ -17,7 +17,7 @@ import aiokafka.errors
 import kafka.errors as kerrors
 import pytest
 from aiokafka import AIOKafkaConsumer
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -170,7 +170,37 @@ def test_the_acl_matrix_with_the_real_admin_clients(daemon: Daemon) -> None:
     assert join_and_commit(daemon, "denied-1") is None
 
 
-def test_acls_survive_a_restart(daemon: Daemon) -> None:
+def test_another_teams_offsets_and_groups_are_protected(daemon: Daemon) -> None:
+    """The issue's case: an admin client altering or deleting another team's offsets and groups is refused."""
+    admin = confluent_admin(daemon)
+    group = f"team-b-{uuid.uuid4().hex[:6]}"
+    assert join_and_commit(daemon, group) is None  # the team's group exists, with an offset
+    protect = [
+        AclBinding(ResourceType.GROUP, "team-b-", ResourcePatternType.PREFIXED, ANON, "*", op, AclPermissionType.DENY)
+        for op in (AclOperation.READ, AclOperation.DELETE)
+    ]
+    for future in admin.create_acls(protect).values():
+        future.result(10)
+    [future] = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition("open", 0, 0)])]
+    ).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(10)
+    assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    [future] = admin.delete_consumer_groups([group]).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(10)
+    assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # Describe stays allowed (a DENY on Read and Delete does not deny Describe): the group is listed and described
+    listed = admin.list_consumer_groups().result(10)
+    assert group in {g.group_id for g in listed.valid}
+    cleanup = AclBindingFilter(ResourceType.GROUP, "team-b-", ResourcePatternType.PREFIXED, None, None,
+                               AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    for future in admin.delete_acls([cleanup]).values():
+        future.result(10)
+
+
+def test_acls_survive_a_restart(daemon: Daemon) -> None:  # last: it leaves a DENY on Read of "open"
     admin = confluent_admin(daemon)
     binding = AclBinding(ResourceType.TOPIC, "open", ResourcePatternType.LITERAL, ANON, "*",
                          AclOperation.READ, AclPermissionType.DENY)  # fmt: skip

@@ -78,7 +78,7 @@ class BareServer(KafkaServer):
     def __init__(self, host: str, port: int) -> None:
         super().__init__(_NoServices(), host=host, port=port)  # type: ignore[arg-type]
 
-    def handle(self, request: Request, client_host: str) -> Slot:
+    def handle(self, request: Request, client_host: str, principal: str = "User:ANONYMOUS") -> Slot:
         result = answer(request)
         return result if isinstance(result, bytes) else encode_response(request.header, result)
 

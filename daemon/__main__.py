@@ -74,7 +74,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schema", metavar="NAME", help="PostgreSQL schema holding the tables (storage.schema)")
     p.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, metavar="N", help="rows per read/row group")
     p.set_defaults(func=cmd_export)
+
+    # kgc http-token: a new operator API principal (servers.http.access): the token once, and the entry to configure.
+    p = commands.add_parser("http-token", help="make a token for the operator API and print its [[http.principals]]")
+    p.add_argument("name", help="the principal's name (audited as User:NAME)")
+    p.add_argument("role", choices=("viewer", "operator", "admin"), help="what it may do")
+    p.set_defaults(func=cmd_http_token)
     return parser
+
+
+def cmd_http_token(args: argparse.Namespace) -> int:
+    """Print a random token (give it to the principal; it is not kept) and the TOML entry holding its SHA-256."""
+    from servers.http.access import new_token, token_digest
+
+    if not args.name or any(c.isspace() or c == ":" for c in args.name):
+        print("kgc http-token: the name may hold neither spaces nor ':'", file=sys.stderr)
+        return 2
+    token = new_token()
+    print(f"# token for User:{args.name} (shown once; the daemon keeps only its SHA-256):")
+    print(f"# {token}")
+    print("[[http.principals]]")
+    print(f'name = "{args.name}"')
+    print(f'role = "{args.role}"')
+    print(f'token_sha256 = "{token_digest(token)}"')
+    return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ from coordinator.clock import Clock, SystemClock
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.record_log import MemoryLog
 from daemon.log_retention import run_log_retention
-from daemon.settings import Settings
+from daemon.settings import HttpSettings, Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from runtime.activity import GroupActivity
 from runtime.lag import group_lags
@@ -36,6 +36,7 @@ from runtime.offsets_topic import OffsetsTopicRenderer, render_state
 from runtime.record_stream import RecordStream
 from security.acls import Authorizer
 from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
+from servers.http.access import Access, Role, TokenEntry
 from servers.http.readiness import readiness_probe, sql_ping
 from servers.http.storage_history import StorageHistory
 from servers.http.wiring import Operator
@@ -59,6 +60,17 @@ class StoredData(DataLog, BatchSource, Protocol):
     async def load_producer_ids(self) -> int: ...
 
     async def prune_producers(self, older_than_ms: int) -> int: ...
+
+
+def http_access(http: HttpSettings) -> Access:
+    """The operator API's principals from ``[http]`` (servers.http.access)."""
+    token = http.token.get_secret_value() if http.token is not None else None
+    return Access(
+        [TokenEntry(p.name, Role.parse(p.role), p.token_sha256) for p in http.principals],
+        legacy_token=token or None,
+        anonymous_role=Role.parse(http.anonymous_role),
+        allowed_origins=http.allowed_origins,
+    )
 
 
 class App:
@@ -235,6 +247,7 @@ class App:
                 topics=self.topics,
                 readiness=probe,
                 token=token.get_secret_value() if token is not None else None,
+                access=http_access(self.settings.http),
                 broker=self.broker,
                 admin=self.admin,
             )

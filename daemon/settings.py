@@ -127,9 +127,24 @@ class KafkaListenerSettings(_Section):
         return host, self.advertised_port or bound_port
 
 
+class HttpPrincipalSettings(_Section):
+    """One principal of the operator API (servers.http.access): ``kgc http-token NAME ROLE`` prints one."""
+
+    name: str = Field(min_length=1, pattern=r"^[^\s:]+$")  # audited as User:<name>
+    role: Literal["viewer", "operator", "admin"]
+    token_sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")  # the SHA-256 of the token, never the token
+
+
 class HttpSettings(_Section):
     listen: str = "127.0.0.1:8080"  # the operator HTTP API
-    token: SecretStr | None = None  # bearer token for mutating endpoints (prefer KGC_HTTP__TOKEN)
+    token: SecretStr | None = None  # a single admin bearer token (prefer KGC_HTTP__TOKEN, or principals)
+    # Principals with roles viewer/operator/admin and hashed tokens (docs/security.md); [[http.principals]] in TOML.
+    principals: list[HttpPrincipalSettings] = Field(default_factory=list)
+    # What a request without a token may do once any token or principal is configured ("none": nothing but the
+    # probes and the dashboard's files; "viewer": read). Without any, the API is open.
+    anonymous_role: Literal["none", "viewer"] = "viewer"
+    # Origins besides the API's own allowed to change state from a browser (e.g. "https://ops.example.com").
+    allowed_origins: list[str] = Field(default_factory=list)
     per_group_metrics: bool = True  # label Prometheus series by group
     # Longest HTTP request line. A Kafka group id may be 32,767 bytes, percent-encoded up to 3 characters a byte,
     # and /v1/groups/{group}/members/{instance} carries two such ids: 256 KiB holds them; longer lines get 400.

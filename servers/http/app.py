@@ -14,7 +14,6 @@ Errors: every 4xx/5xx is a JSON ``ErrorBody``; bad queries and bodies are 400, u
 
 from __future__ import annotations
 
-import hmac
 import logging
 import sys
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
 
 from . import keys
+from .access import ANONYMOUS, SECURITY_HEADERS, Access, Role
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource, MemoryHistory
 from .openapi import build_openapi, openapi_handler
@@ -71,17 +71,51 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         raise json_error(500, "internal error (logged)") from None
 
 
+# Reachable without credentials even when anonymous requests get no role: probes and the dashboard's static files
+# (they hold no data; the data comes from the API, which asks for the token).
+_PUBLIC_ROUTES = frozenset({"healthz", "readyz", "dashboard", "ui"})
+
+
+def _route_name(request: web.Request) -> str | None:
+    route = getattr(request.match_info, "route", None)
+    return getattr(route, "name", None)
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    token = request.app[keys.TOKEN]
-    if token and request.method not in _SAFE_METHODS:
-        given = request.headers.get("Authorization", "")
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), token.encode()):
-            exc = json_error(401, "a valid bearer token is required for this action")
+    """The principal of the request, its role against the endpoint's, and the Origin of state changes (``access``)."""
+    access = request.app[keys.ACCESS]
+    name = _route_name(request)
+    needed = request.app[keys.ROLES].get(name or "", Role.VIEWER if request.method in _SAFE_METHODS else Role.ADMIN)
+    if name in _PUBLIC_ROUTES:
+        needed = Role.NONE
+    principal = access.authenticate(request.headers.get("Authorization"))
+    if principal is None:
+        exc = json_error(401, "the token is not valid")
+        exc.headers["WWW-Authenticate"] = 'Bearer realm="kgc"'
+        raise exc
+    request[keys.PRINCIPAL] = principal
+    if principal.role < needed:
+        if principal.name == ANONYMOUS:
+            exc = json_error(401, f"a valid bearer token of role {needed.label} or above is required")
             exc.headers["WWW-Authenticate"] = 'Bearer realm="kgc"'
             raise exc
+        raise json_error(403, f"{principal.name} has role {principal.role.label}; this needs {needed.label}")
+    if request.method not in _SAFE_METHODS and not access.origin_allowed(request.headers, request.scheme, request.host):
+        raise json_error(403, "cross-origin state changes are refused (Origin not allowed)")
     return await handler(request)
+
+
+@web.middleware
+async def security_headers_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """CSP and friends on every answer (``access.SECURITY_HEADERS``): the dashboard's pages and the API's JSON."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as e:
+        e.headers.update(SECURITY_HEADERS)
+        raise
+    response.headers.update(SECURITY_HEADERS)
+    return response
 
 
 @web.middleware
@@ -107,6 +141,7 @@ def create_http_app(
     metrics: Metrics | None = None,
     readiness: ReadinessProbe | None = None,
     token: str | None = None,
+    access: Access | None = None,
     deferred_timeout_s: float = 30.0,
     dashboard: bool = True,
     activity: GroupActivity | None = None,
@@ -116,13 +151,17 @@ def create_http_app(
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
-    ``history`` defaults to an empty ``MemoryHistory`` (feed it with ``RecordStream.listen``); ``metrics`` to none
-    (``/metrics`` answers 404); ``token`` "" or None leaves mutating endpoints open; ``activity`` defaults to an
-    empty ``GroupActivity`` (feed it with ``RecordStream.listen`` and the Kafka listener's ``on_join_refused``);
-    ``broker`` (the partitions' logs: lag, offset resets) defaults to an empty one over ``topics``.
-    ``lag`` to a ``LagEvaluator`` that knows no log end (feed it with ``RecordStream.listen``).
+        ``history`` defaults to an empty ``MemoryHistory`` (feed it with ``RecordStream.listen``); ``metrics`` to none
+        (``/metrics`` answers 404); ``access`` says who may do what
+    (``servers.http.access``; default: the single ``token`` as an admin principal, or an open API when it is "" or
+    None); ``activity`` defaults to an
+        empty ``GroupActivity`` (feed it with ``RecordStream.listen`` and the Kafka listener's ``on_join_refused``);
+        ``broker`` (the partitions' logs: lag, offset resets) defaults to an empty one over ``topics``.
+        ``lag`` to a ``LagEvaluator`` that knows no log end (feed it with ``RecordStream.listen``).
     """
-    app = web.Application(middlewares=[metrics_middleware, error_middleware, auth_middleware])
+    app = web.Application(
+        middlewares=[security_headers_middleware, metrics_middleware, error_middleware, auth_middleware]
+    )
     app[keys.CORE] = core
     app[keys.CLOCK] = clock if clock is not None else SystemClock()
     app[keys.TOPICS] = topics if topics is not None else Topics(auto_create=False)
@@ -141,6 +180,8 @@ def create_http_app(
     if admin is not None:
         app[keys.ADMIN] = admin
     app[keys.TOKEN] = token or ""
+    app[keys.ACCESS] = access if access is not None else Access(legacy_token=token or None)
+    app[keys.ROLES] = {ep.operation_id(): ep.role for ep in ENDPOINTS}
     app[keys.DEFERRED_TIMEOUT_S] = deferred_timeout_s
     doc = build_openapi(
         ENDPOINTS,

@@ -1,9 +1,10 @@
 """Who did an operator action: the INFO line each executed action of the HTTP API writes.
 
 Every line carries ``client_id`` (the request's ``User-Agent``: the CLI's is Python-urllib's), ``client_host`` (the
-peer address) and ``principal``: ``token`` when the daemon has a token configured (every mutating request then
-proved it has it: ``app.auth_middleware``), else ``User:ANONYMOUS``, Kafka's name for an unauthenticated client and
-the one the Kafka side's admin lines use (``servers.kafka.audit``). There is one token, so it names no person.
+peer address) and ``principal``: the principal whose token the request carried (``User:<name>`` of ``[http]
+principals``, ``token`` for the single legacy ``[http] token``: ``app.auth_middleware`` authenticated it), else
+``User:ANONYMOUS``, Kafka's name for an unauthenticated client and the one the Kafka side uses
+(``servers.kafka.audit``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,15 @@ from typing import Any
 from aiohttp import web
 
 from . import keys
+from .access import ANONYMOUS
 
 log = logging.getLogger("servers.http.audit")
 
-ANONYMOUS = "User:ANONYMOUS"
+
+def principal(request: web.Request) -> str:
+    """The name of the request's principal (set by ``app.auth_middleware``)."""
+    p = request.get(keys.PRINCIPAL)
+    return p.name if p is not None else ANONYMOUS
 
 
 def who(request: web.Request) -> dict[str, Any]:
@@ -25,7 +31,7 @@ def who(request: web.Request) -> dict[str, Any]:
     return {
         "client_id": request.headers.get("User-Agent") or None,
         "client_host": request.remote or None,
-        "principal": "token" if request.app[keys.TOKEN] else ANONYMOUS,
+        "principal": principal(request),
     }
 
 

@@ -13,6 +13,7 @@ from runtime.lag import LogView
 from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
 
+from .access import Access, HttpPrincipal, Role
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource
 
@@ -29,3 +30,6 @@ ACTIVITY = web.AppKey("activity", GroupActivity)
 BROKER = web.AppKey("broker", LogView)  # broker.partitions.Broker: log start/end, append times, ListOffsets
 ADMIN = web.AppKey("admin", TopicAdmin)  # the topic admin over the broker (absent: topics without offsets or configs)
 LAG = web.AppKey("lag", LagEvaluator)  # Burrow-style status of each group (runtime.lag_evaluation)
+ACCESS = web.AppKey("access", Access)  # principals, roles, allowed origins (servers.http.access)
+ROLES: web.AppKey[dict[str, Role]] = web.AppKey("roles")  # operation id -> the role it needs
+PRINCIPAL = web.RequestKey("principal", HttpPrincipal)  # set on each request by app.auth_middleware

@@ -11,6 +11,7 @@ from aiohttp import web
 from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
+from .access import Role
 from .models import ErrorBody
 
 REF = "#/components/schemas/{model}"
@@ -40,8 +41,14 @@ class Endpoint:
     body: type[BaseModel] | TypeAdapter[Any] | None = None
     body_name: str | None = None  # the schema name of a TypeAdapter body (a discriminated union)
     mutating: bool = False
+    # The role a principal needs (servers.http.access.Role): viewer for reads; set for every mutating endpoint.
+    role: Role = Role.VIEWER
     description: str = ""
     path_descriptions: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mutating and self.role < Role.OPERATOR:
+            raise ValueError(f"{self.method} {self.path}: a mutating endpoint needs the operator or admin role")
 
     @property
     def path_params(self) -> list[str]:
@@ -133,7 +140,9 @@ def build_openapi(
             statuses.setdefault(415, ErrorBody)
         if ep.mutating:
             statuses.setdefault(401, ErrorBody)
+            statuses.setdefault(403, ErrorBody)  # a principal whose role is too low, or a cross-origin browser
             op["security"] = [{"bearer": []}]
+        op["x-required-role"] = ep.role.label
         for status, model in sorted(statuses.items()):
             op["responses"][str(status)] = {
                 "description": STATUS_TEXT.get(status, "See the body"),
@@ -156,7 +165,9 @@ def build_openapi(
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "Required on mutating endpoints when the daemon has a token configured.",
+                    "description": "A principal's token ([http] principals, stored as SHA-256). Reads need the viewer "
+                    "role (anonymous requests get [http] anonymous_role), x-required-role says what each "
+                    "operation needs; without any credential configured the API is open.",
                 }
             },
         },

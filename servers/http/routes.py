@@ -40,6 +40,7 @@ from runtime.lag_evaluation import GroupStatus
 from runtime.metrics import CONTENT_TYPE_LATEST
 
 from . import audit, keys
+from .access import Role
 from .deps import CoreFacade, DeferredTimeout, wait_deferred
 from .history import HistoryUnavailable, in_range
 from .models import (
@@ -655,7 +656,7 @@ async def delete_offsets(request: web.Request) -> web.Response:
             errors[(pe.topic, pe.partition)] = pe.error.name.upper()
     deleted = [key for key in order if key not in errors]
     if deleted:
-        log.info("[%s] offsets of %d partition(s) deleted through the operator API", gid, len(deleted))
+        audit.admin_action(request, gid, "offsets of %d partition(s) deleted through the operator API", len(deleted))
     return respond(
         DeletedOffsets(
             group_id=gid,
@@ -814,7 +815,7 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("GET", "/v1/groups/{group}", get_group, "Describe a group", "groups",
              {200: GroupDetail, 404: ErrorBody}, path_descriptions=GROUP),
     Endpoint("DELETE", "/v1/groups/{group}", delete_group, "Delete an Empty group", "actions",
-             {200: DeletedGroup, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, mutating=True,
+             {200: DeletedGroup, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, mutating=True, role=Role.ADMIN,
              path_descriptions=GROUP),
     Endpoint("GET", "/v1/groups/{group}/offsets", get_offsets, "Committed offsets", "groups",
              {200: GroupOffsets, 404: ErrorBody}, path_descriptions=GROUP),
@@ -828,7 +829,8 @@ ENDPOINTS: list[Endpoint] = [
              description="Per group: total lag in messages, the largest lag in messages and in time, partitions."),
     Endpoint("POST", "/v1/groups/{group}/offsets/reset", reset_offsets, "Reset offsets (dry run by default)",
              "actions", {200: OffsetResetResult, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody},
-             body=OFFSET_RESET_REQUEST, body_name="OffsetResetRequest", mutating=True, path_descriptions=GROUP,
+             body=OFFSET_RESET_REQUEST, body_name="OffsetResetRequest", mutating=True, role=Role.OPERATOR,
+             path_descriptions=GROUP,
              description="The strategies of kafka-consumer-groups.sh --reset-offsets, on the partitions' logs: "
              "to-earliest/to-latest are the log start/end offset, to-datetime/by-duration the first offset at or "
              "after that time (ListOffsets by timestamp), to-offset and shift-by are clamped into [log start, log "
@@ -836,7 +838,7 @@ ENDPOINTS: list[Endpoint] = [
              "admin OffsetCommit (generation -1)."),
     Endpoint("DELETE", "/v1/groups/{group}/offsets", delete_offsets, "Delete committed offsets", "actions",
              {200: DeletedOffsets, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, body=OffsetsDelete,
-             mutating=True, path_descriptions=GROUP,
+             mutating=True, role=Role.ADMIN, path_descriptions=GROUP,
              description="Kafka's OffsetDelete (kafka-consumer-groups.sh --delete-offsets), answered per partition: "
              "GROUP_SUBSCRIBED_TO_TOPIC for a topic the group's live members subscribe to, "
              "UNKNOWN_TOPIC_OR_PARTITION for a partition that is neither registered nor committed. 409 when the "
@@ -854,6 +856,7 @@ ENDPOINTS: list[Endpoint] = [
              {200: RebalanceHistory, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery, path_descriptions=GROUP),
     Endpoint("DELETE", "/v1/groups/{group}/members/{instance}", remove_member, "Remove a static member",
              "actions", {200: RemovedMember, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody}, mutating=True,
+             role=Role.OPERATOR,
              path_descriptions={**GROUP, "instance": "The member's group.instance.id."}),
     Endpoint("GET", "/v1/groups/{group}/events", get_events, "Replacements, deletions, refused joins",
              "history", {200: GroupEvents, 404: ErrorBody, 503: ErrorBody}, query=TimeRangeQuery,
@@ -871,15 +874,15 @@ ENDPOINTS: list[Endpoint] = [
              "(since the daemon started), not from the stored history."),
     Endpoint("GET", "/v1/topics", list_topics, "Registered topics", "topics", {200: TopicList}),
     Endpoint("POST", "/v1/topics", create_topic, "Register a topic", "topics",
-             {200: TopicView, 201: TopicView, 409: ErrorBody}, body=TopicCreate, mutating=True),
+             {200: TopicView, 201: TopicView, 409: ErrorBody}, body=TopicCreate, mutating=True, role=Role.ADMIN),
     Endpoint("DELETE", "/v1/topics/{topic}", delete_topic, "Delete a topic", "topics",
-             {200: TopicDeleted, 403: ErrorBody, 404: ErrorBody, 503: ErrorBody}, mutating=True,
+             {200: TopicDeleted, 403: ErrorBody, 404: ErrorBody, 503: ErrorBody}, mutating=True, role=Role.ADMIN,
              path_descriptions={"topic": "The topic's name."},
              description="Kafka's DeleteTopics: the topic leaves Metadata at once, its partitions and batches are "
              "deleted durably; 403 for the internal __consumer_offsets."),
     Endpoint("PATCH", "/v1/topics/{topic}/configs", change_topic_configs, "Change a topic's configs", "topics",
              {200: TopicView, 400: ErrorBody, 403: ErrorBody, 404: ErrorBody, 503: ErrorBody},
-             body=TopicConfigChange, mutating=True, path_descriptions={"topic": "The topic's name."},
+             body=TopicConfigChange, mutating=True, role=Role.ADMIN, path_descriptions={"topic": "The topic's name."},
              description="Kafka's IncrementalAlterConfigs: a value sets a config, null puts it back to its default. "
              "Served: cleanup.policy (delete only), max.message.bytes, message.timestamp.type, retention.ms, "
              "retention.bytes; anything else is 400."),

@@ -24,6 +24,7 @@ from runtime.activity import GroupActivity
 from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
 
+from .access import Access
 from .app import create_http_app
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource
@@ -48,10 +49,11 @@ class Operator:
         topics: TopicRegistry,
         readiness: ReadinessProbe | None = None,
         token: str | None = None,
+        access: Access | None = None,
         broker: Broker | None = None,
         admin: TopicAdmin | None = None,
     ) -> web.Application:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
-            token=token, activity=self.activity, broker=broker, admin=admin, lag=self.lag,
+            token=token, access=access, activity=self.activity, broker=broker, admin=admin, lag=self.lag,
         )  # fmt: skip

@@ -37,6 +37,7 @@ from runtime.lag import group_lags
 from runtime.metrics import Metrics
 from runtime.record_stream import RecordStream
 from servers.http import MemoryHistory, ReadyState, create_http_app
+from servers.http.access import Access
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SESSION_MS = 10_000
@@ -93,6 +94,7 @@ class World:
     token: str | None
     activity: GroupActivity
     ready: ReadyState = field(default_factory=lambda: ReadyState(True, "loaded"))
+    access: Access | None = None  # principals and roles (servers.http.access); None: from ``token``
     app: web.Application = field(init=False)
     broker: Broker = field(init=False)
 
@@ -111,6 +113,7 @@ class World:
             metrics=self.metrics,
             readiness=probe,
             token=self.token,
+            access=self.access,
             deferred_timeout_s=0.5,
             activity=self.activity,
             broker=self.broker,
@@ -223,7 +226,9 @@ class World:
         assert d.done and all(p.error is ErrorCode.none for p in d.result().partitions), d
 
 
-def make_world(*, token: str | None = None, per_group_labels: bool = True, auto_commit: bool = True) -> World:
+def make_world(
+    *, token: str | None = None, per_group_labels: bool = True, auto_commit: bool = True, access: Access | None = None
+) -> World:
     clock = ManualClock(START_MS)
     timer = ManualTimer(clock)
     memory = MemoryLog(auto_commit=auto_commit)
@@ -235,4 +240,4 @@ def make_world(*, token: str | None = None, per_group_labels: bool = True, auto_
     topics = TopicRegistry(auto_create=False)
     topics.add("orders", 4)
     topics.add("payments", 2)
-    return World(clock, timer, memory, core, history, metrics, topics, token, activity)
+    return World(clock, timer, memory, core, history, metrics, topics, token, activity, access=access)

@@ -14,9 +14,9 @@ OffsetCommit carries no client id), and it must not log per request on the hot p
   MEMBER_ID_REQUIRED is the first step of every JoinGroup: neither is logged again here. An internal error is
   logged at ERROR by ``errors.error_body``.
 * **Admin actions** (DeleteGroups, OffsetDelete, an OffsetCommit with generation -1 and no member id) are INFO with
-  ``principal=User:ANONYMOUS``: Kafka's name for an unauthenticated client, and every client is one until
-  authentication exists. Admin commits are also what a consumer without group management (``assign()``) sends on
-  every commit, so their line is throttled per group and host.
+  the connection's principal (``RequestContext.principal``: ``User:ANONYMOUS``, Kafka's name for an unauthenticated
+  client, until the connection authenticates). Admin commits are also what a consumer without group management
+  (``assign()``) sends on every commit, so their line is throttled per group and host.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def admin_action(ctx: RequestContext, group: str | None, what: str, *args: objec
         "group": group,
         "client_id": ctx.client_id,
         "client_host": ctx.client_host or None,
-        "principal": PRINCIPAL,
+        "principal": ctx.principal,
     }
     if throttle:
         extra["throttle"] = ("admin-action", ctx.api_key, group, ctx.client_host)

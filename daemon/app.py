@@ -27,6 +27,7 @@ from daemon.log_retention import run_log_retention
 from daemon.settings import HttpSettings, Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from runtime.activity import GroupActivity
+from runtime.audit_trail import AuditTrail
 from runtime.lag import group_lags
 from runtime.lag_evaluation import LagEvaluator, LagRules
 from runtime.lag_metrics import LagStatusCollector
@@ -99,7 +100,13 @@ class App:
         self.lag = LagEvaluator(self.clock.now_ms, self._log_end, LagRules(**settings.lag.model_dump()))
         self.records.listen(self.lag)
         self.metrics.registry.register(LagStatusCollector(self.lag, per_group=self.metrics.per_group_labels))
-        self.operator = Operator(self.metrics, self._history(), self.activity, self.lag)
+        # Admin actions with their actor, over HTTP and the Kafka admin APIs: appended to the durable log (the same
+        # write path), read back from it when it has queries (runtime.audit_trail).
+        queries = self.record_log.queries
+        self.audit = AuditTrail(
+            self.record_log.append, self.clock.now_ms, reader=queries.admin_actions if queries is not None else None
+        )
+        self.operator = Operator(self.metrics, self._history(), self.activity, self.lag, self.audit)
         self.coordinator = GroupCoordinator(settings.group_config(), self.clock, self.timer, self.records)
         self.operator.watch(self.coordinator)
         self.metrics.watch_offsets(
@@ -161,6 +168,7 @@ class App:
                 super_users=settings.authorizer.super_users,
                 allow_everyone_if_no_acl_found=settings.authorizer.allow_everyone_if_no_acl_found,
             ),
+            audit=self.audit,
         )
         self.server = KafkaServer(
             self.services,

@@ -253,6 +253,24 @@ class MemberRemovedRow(Base):
     __table_args__ = (Index(None, "group_id", "position"),)
 
 
+class AdminActionRow(Base):
+    """One admin action with its actor (``security.audit.AdminAction``): over HTTP or a Kafka admin API. Not pruned
+    with the history: an audit trail is kept until an operator deletes it."""
+
+    __tablename__ = "admin_actions"
+    position: Mapped[Position]
+    timestamp_ms: Mapped[Millis]
+    via: Mapped[Text]  # http | kafka
+    action: Mapped[Text]  # group.delete, offsets.reset, offsets.alter, ... (security.audit.Action)
+    resource: Mapped[Text]
+    group_id: Mapped[OptText]
+    principal: Mapped[Text]
+    client_id: Mapped[OptText]
+    client_host: Mapped[OptText]
+    detail: Mapped[Text]
+    __table_args__ = (Index(None, "group_id", "position"), Index(None, "timestamp_ms"))
+
+
 # ------------------------------------------------------------------------------------------------ current state
 
 

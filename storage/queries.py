@@ -51,6 +51,7 @@ from coordinator.records import (
     Record,
     RemovalCause,
 )
+from security.audit import Action, AdminAction, Via
 
 from . import models as m
 from .errors import StorageError, describe
@@ -103,6 +104,22 @@ class StorageQueries:
         """Commits with ``since_ms <= commit time < until_ms``, newest first, paged; and the total count."""
         result: tuple[list[CommitEntry], int] = await self._run(
             "commit log", _commit_log, group_id, since_ms, until_ms, limit, offset, topic
+        )
+        return result
+
+    async def admin_actions(
+        self,
+        group_id: str | None = None,
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[AdminAction], int]:
+        """Admin actions (of one group, or all) with ``since_ms <= time < until_ms``, newest first, paged; and the
+        total count."""
+        result: tuple[list[AdminAction], int] = await self._run(
+            "admin actions", _admin_actions, group_id, since_ms, until_ms, limit, offset
         )
         return result
 
@@ -220,6 +237,30 @@ async def _commit_log(
         for r in rows
     ]
     return entries, int(total)
+
+
+async def _admin_actions(
+    conn: AsyncConnection, group_id: str | None, since_ms: int | None, until_ms: int | None, limit: int, offset: int
+) -> tuple[list[AdminAction], int]:
+    a = table(m.AdminActionRow)
+    where = []
+    if group_id is not None:
+        where.append(a.c.group_id == group_id)
+    if since_ms is not None:
+        where.append(a.c.timestamp_ms >= since_ms)
+    if until_ms is not None:
+        where.append(a.c.timestamp_ms < until_ms)
+    total = (await conn.execute(select(func.count()).select_from(a).where(*where))).scalar_one()
+    rows = await conn.execute(select(a).where(*where).order_by(a.c.position.desc()).limit(limit).offset(offset))
+    actions = [
+        AdminAction(
+            timestamp_ms=r.timestamp_ms, via=Via(r.via), action=Action(r.action), resource=r.resource,
+            group_id=r.group_id, principal=r.principal, client_id=r.client_id, client_host=r.client_host,
+            detail=r.detail,
+        )
+        for r in rows
+    ]  # fmt: skip
+    return actions, int(total)
 
 
 async def _committed_as_of(conn: AsyncConnection, group_id: str, at_ms: int) -> dict[TopicPartition, int]:

@@ -35,13 +35,15 @@ from coordinator.records import (
     Record,
 )
 from protocol.consumer_protocol import assignment_partitions
+from security.audit import AdminAction
 
 from . import models as m
 
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-AnyRecord = Record | DataRecord  # what the record log stores: the coordinator's records and the data path's
+# what the record log stores: the coordinator's records, the data path's and the audit's
+AnyRecord = Record | DataRecord | AdminAction
 OffsetKey = tuple[str, str, int]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -92,7 +94,7 @@ class BatchRows:
         self.log_rows.setdefault(model, []).append(row)
 
 
-def build_batch(records: Sequence[Record | DataRecord], first_position: int) -> BatchRows:
+def build_batch(records: Sequence[AnyRecord], first_position: int) -> BatchRows:
     batch = BatchRows(first_position=first_position, last_position=first_position - 1, timestamp_ms=-1)
     position = first_position - 1
     for record in records:
@@ -193,7 +195,7 @@ def _producer_ids_allocated(batch: BatchRows, position: int, r: ProducerIdsAlloc
     )
 
 
-def _record_time(record: Record | DataRecord) -> int:
+def _record_time(record: AnyRecord) -> int:
     if isinstance(record, OffsetCommitRecord):
         return record.commit_timestamp_ms
     return record.timestamp_ms
@@ -418,6 +420,24 @@ def _member_removed(batch: BatchRows, position: int, r: MemberRemoved) -> None:
     )
 
 
+def _admin_action(batch: BatchRows, position: int, r: AdminAction) -> None:
+    batch.add(
+        m.AdminActionRow,
+        {
+            "position": position,
+            "timestamp_ms": r.timestamp_ms,
+            "via": str(r.via),
+            "action": str(r.action),
+            "resource": r.resource,
+            "group_id": r.group_id,
+            "principal": r.principal,
+            "client_id": r.client_id,
+            "client_host": r.client_host,
+            "detail": r.detail,
+        },
+    )
+
+
 _HANDLERS: dict[type, Any] = {
     GroupMetadataRecord: _group_metadata,
     GroupTombstone: _group_tombstone,
@@ -433,6 +453,7 @@ _HANDLERS: dict[type, Any] = {
     TopicDeleted: _topic_deleted,
     LogStartAdvanced: _log_start_advanced,
     ProducerIdsAllocated: _producer_ids_allocated,
+    AdminAction: _admin_action,
 }
 
 

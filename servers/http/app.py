@@ -29,6 +29,7 @@ from broker.partitions import Broker, MemoryDataLog
 from broker.topics import TopicRegistry as Topics
 from coordinator.clock import Clock, SystemClock
 from runtime.activity import GroupActivity
+from runtime.audit_trail import AuditTrail
 from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
 
@@ -148,6 +149,7 @@ def create_http_app(
     broker: Broker | None = None,
     admin: TopicAdmin | None = None,
     lag: LagEvaluator | None = None,
+    audit: AuditTrail | None = None,
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
@@ -179,6 +181,8 @@ def create_http_app(
         app[keys.READINESS] = readiness
     if admin is not None:
         app[keys.ADMIN] = admin
+    # admin actions with their actor (runtime.audit_trail); default: kept in memory only
+    app[keys.AUDIT] = audit if audit is not None else AuditTrail(None, app[keys.CLOCK].now_ms)
     app[keys.TOKEN] = token or ""
     app[keys.ACCESS] = access if access is not None else Access(legacy_token=token or None)
     app[keys.ROLES] = {ep.operation_id(): ep.role for ep in ENDPOINTS}

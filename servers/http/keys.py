@@ -9,6 +9,7 @@ from aiohttp import web
 from broker.admin import TopicAdmin
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
+from runtime.audit_trail import AuditTrail
 from runtime.lag import LogView
 from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
@@ -33,3 +34,4 @@ LAG = web.AppKey("lag", LagEvaluator)  # Burrow-style status of each group (runt
 ACCESS = web.AppKey("access", Access)  # principals, roles, allowed origins (servers.http.access)
 ROLES: web.AppKey[dict[str, Role]] = web.AppKey("roles")  # operation id -> the role it needs
 PRINCIPAL = web.RequestKey("principal", HttpPrincipal)  # set on each request by app.auth_middleware
+AUDIT = web.AppKey("audit", AuditTrail)  # admin actions with their actor (runtime.audit_trail)

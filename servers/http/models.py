@@ -647,3 +647,32 @@ class GroupEvents(Out):
     limit: int
     offset: int
     note: str = Field(description="Which events survive a restart and which do not.")
+
+
+# ---------------------------------------------------------------------------------------------------------- audit
+
+
+class AuditQuery(TimeRangeQuery):
+    group: str | None = Field(default=None, description="Only the actions on this group.")
+
+
+class AuditEntry(Out):
+    timestamp_ms: int
+    via: str = Field(description="http (the operator API) or kafka (a Kafka admin API).")
+    action: str = Field(
+        description="group.delete, member.remove, offsets.reset, offsets.alter, offsets.delete, topic.create, "
+        "topic.delete, topic.grow, topic.configs, records.delete, acl.*, user.*"
+    )
+    resource: str
+    group_id: str | None = None
+    principal: str = Field(description="User:<name>, token (the legacy single token) or User:ANONYMOUS.")
+    client_id: str | None = None
+    client_host: str | None = None
+    detail: str
+
+
+class AuditLog(Out):
+    actions: list[AuditEntry] = Field(description="Newest first.")
+    total: int
+    limit: int
+    offset: int

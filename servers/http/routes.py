@@ -38,6 +38,7 @@ from protocol.errors import ErrorCode
 from runtime.lag import GroupLag, group_lag
 from runtime.lag_evaluation import GroupStatus
 from runtime.metrics import CONTENT_TYPE_LATEST
+from security.audit import Action, AdminAction
 
 from . import audit, keys
 from .access import Role
@@ -50,6 +51,9 @@ from .models import (
     AttentionKind,
     AttentionQuery,
     AttentionThresholds,
+    AuditEntry,
+    AuditLog,
+    AuditQuery,
     CommitLog,
     CommittedOffset,
     DeletedGroup,
@@ -529,7 +533,7 @@ async def delete_group(request: web.Request) -> web.Response:
     error = results[0].error if results else ErrorCode.unknown_server_error
     if error is not ErrorCode.none:
         raise json_error(_ACTION_STATUS.get(error, 503), f"group {gid!r} was not deleted: {error.name}")
-    audit.admin_action(request, gid, "group deleted through the operator API")
+    audit.admin_action(request, gid, "group deleted through the operator API", action=Action.GROUP_DELETE)
     return respond(DeletedGroup(group_id=gid))
 
 
@@ -544,7 +548,9 @@ async def remove_member(request: web.Request) -> web.Response:
     error = await await_core(request, d, "remove member")
     if error is not ErrorCode.none:
         raise json_error(_ACTION_STATUS.get(error, 503), f"member {instance!r} was not removed: {error.name}")
-    audit.admin_action(request, gid, "static member %s removed through the operator API", instance)
+    audit.admin_action(
+        request, gid, "static member %s removed through the operator API", instance, action=Action.MEMBER_REMOVE
+    )
     return respond(RemovedMember(group_id=gid, group_instance_id=instance))
 
 
@@ -585,8 +591,9 @@ async def reset_offsets(request: web.Request) -> web.Response:
             error = min(errors, key=lambda e: e.value)
             raise json_error(_ACTION_STATUS.get(error, 503), f"offsets of group {gid!r} were not reset: {error.name}")
         audit.admin_action(
-            request, gid, "offsets reset (%s) on %d partition(s) through the operator API", req.strategy, len(plan)
-        )
+            request, gid, "offsets reset (%s) on %d partition(s) through the operator API", req.strategy, len(plan),
+            action=Action.OFFSETS_RESET,
+        )  # fmt: skip
     return respond(
         OffsetResetResult(group_id=gid, strategy=ResetStrategy(req.strategy), dry_run=not req.execute, partitions=plan)
     )
@@ -656,7 +663,10 @@ async def delete_offsets(request: web.Request) -> web.Response:
             errors[(pe.topic, pe.partition)] = pe.error.name.upper()
     deleted = [key for key in order if key not in errors]
     if deleted:
-        audit.admin_action(request, gid, "offsets of %d partition(s) deleted through the operator API", len(deleted))
+        audit.admin_action(
+            request, gid, "offsets of %d partition(s) deleted through the operator API", len(deleted),
+            action=Action.OFFSETS_DELETE,
+        )  # fmt: skip
     return respond(
         DeletedOffsets(
             group_id=gid,
@@ -739,7 +749,9 @@ async def delete_topic(request: web.Request) -> web.Response:
     result = await _entry_result(lambda done: admin.delete_topics([name], [None], done))
     if result.error:
         raise _topic_error(result, name)
-    audit.admin_action(request, None, "topic %s deleted through the operator API", name)
+    audit.admin_action(
+        request, None, "topic %s deleted through the operator API", name, action=Action.TOPIC_DELETE, resource=name
+    )
     return respond(TopicDeleted(name=name))
 
 
@@ -753,7 +765,10 @@ async def change_topic_configs(request: web.Request) -> web.Response:
     result = await _entry_result(lambda done: admin.alter_configs([resource], False, done))
     if result.error:
         raise _topic_error(result, name)
-    audit.admin_action(request, None, "topic %s configs changed through the operator API: %s", name, body.configs)
+    audit.admin_action(
+        request, None, "topic %s configs changed through the operator API: %s", name, body.configs,
+        action=Action.TOPIC_CONFIGS, resource=name,
+    )  # fmt: skip
     topic = request.app[keys.TOPICS].get(name)
     return respond(_topic_view(admin, name, topic.partitions if topic is not None else 0))
 
@@ -774,9 +789,34 @@ async def create_topic(request: web.Request) -> web.Response:
     if existing is None or existing.partitions != topic.partitions:
         audit.admin_action(
             request, None, "topic %s registered with %d partitions through the operator API", topic.name,
-            topic.partitions,
+            topic.partitions, action=Action.TOPIC_CREATE, resource=topic.name,
         )  # fmt: skip
     return respond(TopicView(name=topic.name, partitions=topic.partitions), 201 if existing is None else 200)
+
+
+# -------------------------------------------------------------------------------------------------------- audit
+
+
+def audit_entry(a: AdminAction) -> AuditEntry:
+    return AuditEntry(
+        timestamp_ms=a.timestamp_ms, via=str(a.via), action=str(a.action), resource=a.resource, group_id=a.group_id,
+        principal=a.principal, client_id=a.client_id, client_host=a.client_host, detail=a.detail,
+    )  # fmt: skip
+
+
+async def get_audit(request: web.Request) -> web.Response:
+    """Admin actions with their actor, newest first (``runtime.audit_trail``)."""
+    q = parse_query(request, AuditQuery)
+    trail = request.app.get(keys.AUDIT)
+    if trail is None:
+        return respond(AuditLog(actions=[], total=0, limit=q.limit, offset=q.offset))
+    try:
+        actions, total = await trail.actions(
+            q.group, since_ms=epoch_ms(q.since), until_ms=epoch_ms(q.until), limit=q.limit, offset=q.offset
+        )
+    except Exception as e:  # the stored trail is unreachable: like the history, 503
+        raise json_error(503, f"audit trail unavailable: {e}") from None
+    return respond(AuditLog(actions=[audit_entry(a) for a in actions], total=total, limit=q.limit, offset=q.offset))
 
 
 # ------------------------------------------------------------------------------------------------------- health
@@ -886,6 +926,12 @@ ENDPOINTS: list[Endpoint] = [
              description="Kafka's IncrementalAlterConfigs: a value sets a config, null puts it back to its default. "
              "Served: cleanup.policy (delete only), max.message.bytes, message.timestamp.type, retention.ms, "
              "retention.bytes; anything else is 400."),
+    Endpoint("GET", "/v1/audit", get_audit, "Admin actions and who did them", "history",
+             {200: AuditLog, 503: ErrorBody}, query=AuditQuery,
+             description="Every admin action over this API and over the Kafka admin APIs (offset resets and alters, "
+             "deletions, member removals, topic changes, ACL and user changes), newest first, with its actor: "
+             "principal, client id (User-Agent over HTTP) and host. Stored with the records (kept until deleted, "
+             "not pruned with the history)."),
     Endpoint("GET", "/healthz", healthz, "Alive", "health", {200: Health}),
     Endpoint("GET", "/readyz", readyz, "Loaded, storage writable", "health", {200: Readiness, 503: Readiness}),
 ]  # fmt: skip

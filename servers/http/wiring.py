@@ -21,6 +21,7 @@ from broker.admin import TopicAdmin
 from broker.partitions import Broker
 from coordinator.clock import Clock
 from runtime.activity import GroupActivity
+from runtime.audit_trail import AuditTrail
 from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
 
@@ -36,6 +37,7 @@ class Operator:
     history: HistorySource
     activity: GroupActivity | None = None  # recent activity (runtime.activity), listening to the record stream
     lag: LagEvaluator | None = None  # Burrow-style group status (runtime.lag_evaluation), listening too
+    audit: AuditTrail | None = None  # admin actions with their actor (runtime.audit_trail), shared with Kafka's
 
     def watch(self, core: Any) -> None:
         """Groups-by-state and member gauges, read from the live core at scrape time."""
@@ -56,4 +58,5 @@ class Operator:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
             token=token, access=access, activity=self.activity, broker=broker, admin=admin, lag=self.lag,
+            audit=self.audit,
         )  # fmt: skip

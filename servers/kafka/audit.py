@@ -27,8 +27,9 @@ from typing import Any
 from protocol.apis import ApiKey
 from protocol.errors import ErrorCode
 from runtime.metrics import api_name
+from security.audit import Action, Via
 
-from .context import RequestContext
+from .context import RequestContext, Services
 
 log = logging.getLogger("servers.kafka.audit")
 
@@ -133,8 +134,25 @@ def refused_request(ctx: RequestContext, body: Any) -> None:
         log.debug("cannot log a refused request", exc_info=True)
 
 
-def admin_action(ctx: RequestContext, group: str | None, what: str, *args: object, throttle: bool = False) -> None:
-    """An admin change made through the Kafka protocol, once durable: ``what % args`` with who asked."""
+def admin_action(
+    ctx: RequestContext,
+    group: str | None,
+    what: str,
+    *args: object,
+    throttle: bool = False,
+    services: Services | None = None,
+    action: Action | None = None,
+    resource: str | None = None,
+) -> None:
+    """An admin change made through the Kafka protocol, once durable: ``what % args`` with who asked; also one
+    entry of the audit trail (``services.audit``) when ``services`` and ``action`` are given."""
+    trail = services.audit if services is not None else None
+    if trail is not None and action is not None:
+        trail.record(
+            Via.KAFKA, action, resource if resource is not None else (group or ""), group_id=group,
+            principal=ctx.principal, client_id=ctx.client_id, client_host=ctx.client_host,
+            detail=what % args if args else what,
+        )  # fmt: skip
     extra: dict[str, Any] = {
         "group": group,
         "client_id": ctx.client_id,

@@ -16,6 +16,7 @@ from broker.topics import TopicRegistry
 from coordinator import messages as m
 from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
+from runtime.audit_trail import AuditTrail
 from security.acls import AclBinding, Authorizer
 
 
@@ -114,6 +115,8 @@ class Services:
     # store CreateAcls / DeleteAcls write through (None: ACLs kept in memory only).
     authorizer: Authorizer = field(default_factory=Authorizer)
     acl_store: AclStore | None = None
+    # Admin actions with their actor (servers.kafka.audit.admin_action records them here; runtime.audit_trail).
+    audit: AuditTrail | None = None
 
 
 # A handler returns the kio response body, a finished frame (bytes), or an awaitable of either for requests whose

@@ -13,6 +13,7 @@ from typing import Any
 from coordinator import messages as m
 from protocol.errors import ErrorCode
 from security.acls import AclOperation, ResourceType
+from security.audit import Action
 
 from . import audit, sliced
 from ._util import response_cls, then
@@ -111,7 +112,8 @@ def handle_delete_groups(services: Services, ctx: RequestContext, body: Any) -> 
         ctx.error = next((r.error.value for r in results if r.error is not ErrorCode.none), 0)  # for the metrics
         for r in results:  # who deleted what, and each refusal (once per cause and peer)
             if r.error is ErrorCode.none:
-                audit.admin_action(ctx, r.group_id, "group deleted (DeleteGroups)")
+                audit.admin_action(ctx, r.group_id, "group deleted (DeleteGroups)", services=services,
+                                   action=Action.GROUP_DELETE)  # fmt: skip
             else:
                 audit.refused(ctx.api_key, r.error.value, r.group_id, ctx.client_id, ctx.client_host)
         return build(response_cls(ctx), {"results": [{"group_id": r.group_id, "error_code": r.error} for r in results]})

@@ -37,6 +37,7 @@ from protocol.codec import response_class
 from protocol.errors import ErrorCode
 from protocol.hot_responses import offset_commit_response_frame, uvarint
 from security.acls import AclOperation, ResourceType
+from security.audit import Action
 
 from . import audit
 from ._util import ms, then
@@ -142,6 +143,7 @@ def handle_offset_commit(services: Services, ctx: RequestContext, body: Any) -> 
             audit.admin_action(
                 ctx, request.group_id, "offsets committed outside the group (generation -1) on %d partition(s): %s",
                 stored, _topics_of(pe.topic for pe in result.partitions if pe.error is ErrorCode.none), throttle=True,
+                services=services, action=Action.OFFSETS_ALTER,
             )  # fmt: skip
         return respond(errors)
 
@@ -345,7 +347,7 @@ def handle_offset_delete(services: Services, ctx: RequestContext, body: Any) -> 
         if deleted:
             audit.admin_action(
                 ctx, body.group_id, "offsets deleted (OffsetDelete) on %d partition(s): %s", len(deleted),
-                _topics_of(deleted),
+                _topics_of(deleted), services=services, action=Action.OFFSETS_DELETE,
             )  # fmt: skip
         ctx.error = next((errors[key].value for key in order if errors.get(key, ErrorCode.none).value), 0)
         return build(

@@ -31,6 +31,7 @@ from broker.configs import DescribedConfig
 from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
 from security.acls import AclOperation, ResourceType
+from security.audit import Action
 
 from . import audit
 from ._util import response_cls, then
@@ -123,7 +124,8 @@ def handle_create_topics(services: Services, ctx: RequestContext, body: Any) -> 
             for r in results:
                 if r.error == ErrorCode.none:
                     audit.admin_action(ctx, None, "topic %s created with %d partitions (CreateTopics)", r.name,
-                                       r.partitions)  # fmt: skip
+                                       r.partitions, services=services, action=Action.TOPIC_CREATE,
+                                       resource=r.name)  # fmt: skip
         return build(response_cls(ctx), {"topics": [_created(r) for r in results]})
 
     # ACLs: Create on the cluster, else Create on each topic.
@@ -170,7 +172,8 @@ def handle_delete_topics(services: Services, ctx: RequestContext, body: Any) -> 
     def answer(results: list[EntryResult]) -> Any:
         for r in results:
             if r.error == ErrorCode.none:
-                audit.admin_action(ctx, None, "topic %s deleted (DeleteTopics)", r.name)
+                audit.admin_action(ctx, None, "topic %s deleted (DeleteTopics)", r.name, services=services,
+                                   action=Action.TOPIC_DELETE, resource=r.name)  # fmt: skip
         responses = [
             {
                 "name": r.name if r.name is not None or hasattr(body, "topics") else "",
@@ -207,7 +210,8 @@ def handle_create_partitions(services: Services, ctx: RequestContext, body: Any)
     def answer(results: list[EntryResult]) -> Any:
         for r, (_name, count, _) in zip(results, topics, strict=True):
             if r.error == ErrorCode.none and not validate_only:
-                audit.admin_action(ctx, None, "topic %s grown to %d partitions (CreatePartitions)", r.name, count)
+                audit.admin_action(ctx, None, "topic %s grown to %d partitions (CreatePartitions)", r.name, count,
+                                   services=services, action=Action.TOPIC_GROW, resource=r.name)  # fmt: skip
         return build(
             response_cls(ctx),
             {"results": [{"name": r.name, "error_code": r.error, "error_message": r.message} for r in results]},
@@ -297,7 +301,8 @@ def _alter_configs(services: Services, ctx: RequestContext, body: Any, *, replac
                 changes = ", ".join(
                     f"{c.name}={c.value}" if c.op == SET else f"{c.name} op {c.op}" for c in res.configs
                 )
-                audit.admin_action(ctx, None, "topic %s configs changed: %s", r.name, changes or "reset")
+                audit.admin_action(ctx, None, "topic %s configs changed: %s", r.name, changes or "reset",
+                                   services=services, action=Action.TOPIC_CONFIGS, resource=r.name)  # fmt: skip
         return build(
             response_cls(ctx),
             {
@@ -356,7 +361,8 @@ def handle_delete_records(services: Services, ctx: RequestContext, body: Any) ->
         for (topic, index, _), r in zip(entries, results, strict=True):
             if r.error == ErrorCode.none:
                 audit.admin_action(ctx, None, "records of %s-%d deleted below %d (DeleteRecords)", topic, index,
-                                   r.partitions, throttle=True)  # fmt: skip
+                                   r.partitions, throttle=True, services=services, action=Action.RECORDS_DELETE,
+                                   resource=f"{topic}-{index}")  # fmt: skip
         it = iter(results)
         topics = []
         for t in body.topics:

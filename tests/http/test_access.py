@@ -225,3 +225,39 @@ async def test_the_audit_names_the_principal_of_each_action(caplog: Any) -> None
                                                               "principal=User:otto")  # fmt: skip
     assert " group=g " in lines[1] and "offsets of 1 partition(s) deleted" in lines[1]
     assert lines[1].endswith("principal=User:ada")
+
+
+async def test_the_audit_trail_lists_each_action_with_its_actor() -> None:
+    world = make_world(access=access())
+    world.form_group("live", [Consumer("c1", "inst-1"), Consumer("c2", "inst-2")])
+    world.commit("g", {("orders", 0): 5, ("orders", 1): 3})
+    async with TestClient(TestServer(world.app)) as client:
+        ua = {"User-Agent": "ops-console/2"}
+        r = await client.delete("/v1/groups/live/members/inst-2", headers={**bearer(Role.OPERATOR), **ua})
+        assert r.status == 200
+        reset = {"strategy": "to-earliest", "topics": "all", "execute": True}
+        r = await client.post("/v1/groups/g/offsets/reset", json=reset, headers={**bearer(Role.OPERATOR), **ua})
+        assert r.status == 200
+        r = await client.post(
+            "/v1/groups/g/offsets/reset", json={**reset, "execute": False}, headers=bearer(Role.ADMIN)
+        )
+        assert r.status == 200  # a dry run changes nothing: no entry
+        r = await client.delete("/v1/groups/g", headers=bearer(Role.ADMIN))
+        assert r.status == 200
+        r = await client.post("/v1/topics", json={"name": "fresh", "partitions": 2}, headers=bearer(Role.ADMIN))
+        assert r.status == 201
+        r = await client.delete("/v1/groups/nope", headers=bearer(Role.ADMIN))
+        assert r.status == 404  # refused: no entry
+        body = await (await client.get("/v1/audit")).json()
+        of_g = await (await client.get("/v1/audit", params={"group": "g"})).json()
+    assert body["total"] == 4
+    seen = [(a["action"], a["resource"], a["group_id"], a["principal"], a["client_id"]) for a in body["actions"]]
+    assert seen == [
+        ("topic.create", "fresh", None, "User:ada", seen[0][4]),
+        ("group.delete", "g", "g", "User:ada", seen[1][4]),
+        ("offsets.reset", "g", "g", "User:otto", "ops-console/2"),
+        ("member.remove", "live", "live", "User:otto", "ops-console/2"),
+    ]
+    assert all(a["via"] == "http" and a["client_host"] == "127.0.0.1" for a in body["actions"])
+    assert "to-earliest" in body["actions"][2]["detail"]
+    assert [a["action"] for a in of_g["actions"]] == ["group.delete", "offsets.reset"] and of_g["total"] == 2

@@ -321,6 +321,7 @@ async def test_openapi_document_lists_every_route(client: Client) -> None:
         ("/v1/topics", "post"),
         ("/v1/topics/{topic}", "delete"),
         ("/v1/topics/{topic}/configs", "patch"),
+        ("/v1/audit", "get"),
         ("/healthz", "get"),
         ("/readyz", "get"),
         ("/metrics", "get"),

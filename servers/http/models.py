@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
@@ -77,15 +77,35 @@ class GroupsQuery(PageQuery):
 
 
 # An instant in a query: ISO 8601 or a number of epoch seconds/milliseconds (what pydantic's datetime accepts), so the
-# schema says both - "until=0.5" is valid, not a string that fails the date-time format.
-_INSTANT = WithJsonSchema({"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number"}]})
+# schema says both - "until=0.5" is valid, not a string that fails the date-time format. Numbers up to the last
+# millisecond of year 9999 (the largest datetime).
+_MAX_INSTANT_MS = 253_402_300_799_999
+_INSTANT = WithJsonSchema(
+    {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number", "minimum": 0, "maximum": _MAX_INSTANT_MS}]}
+)
+
+
+def _instant_in_range(value: Any) -> Any:
+    """A number outside [0, the largest datetime's ms] is refused as the schema says (pydantic would take some)."""
+    try:
+        number = float(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else None
+    except ValueError:
+        return value  # an ISO 8601 string: pydantic parses it
+    if number is not None and not 0 <= number <= _MAX_INSTANT_MS:
+        raise ValueError(f"an epoch instant must be within [0, {_MAX_INSTANT_MS}]")
+    return value
+
+
+_IN_RANGE = BeforeValidator(_instant_in_range)
 
 
 class TimeRangeQuery(PageQuery):
-    since: Annotated[datetime | None, _INSTANT] = Field(
+    since: Annotated[datetime | None, _IN_RANGE, _INSTANT] = Field(
         default=None, description="From this instant, inclusive (ISO 8601, or epoch seconds/milliseconds)."
     )
-    until: Annotated[datetime | None, _INSTANT] = Field(default=None, description="Up to this instant, exclusive.")
+    until: Annotated[datetime | None, _IN_RANGE, _INSTANT] = Field(
+        default=None, description="Up to this instant, exclusive."
+    )
 
 
 # ------------------------------------------------------------------------------------------------------- groups

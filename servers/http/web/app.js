@@ -1,7 +1,8 @@
 // The operator dashboard: plain JavaScript on the daemon's own HTTP API (no build step, no CDN).
 //
 // Routes: #/ (what needs attention, then every group with its lag and consumer status) and #/group/<id> (members,
-// timeline, lag, consumer status and offsets per partition, actions), #/topics.
+// timeline, lag, consumer status and offsets per partition, actions, the group's audit), #/topics, #/audit (every
+// admin action with its actor: principal, client id, host; GET /v1/audit).
 // Consumer status: Burrow's evaluation of the commits (GET /v1/groups/{group}/status, docs/consumer-status.md): a
 // group is OK, WARN or ERR, a partition OK, WARN, STOP, STALL or REWIND; "–" before the group's first commit.
 // Data refreshes every 5 s (``?refresh=<ms>`` in the page URL changes that) WITHOUT rebuilding the page: a route
@@ -38,7 +39,8 @@ function token() {
 async function api(path, { method = "GET", body } = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET" && token()) headers.Authorization = `Bearer ${token()}`;
+  // The token goes on every request: reads need the viewer role when the daemon answers anonymous ones 401.
+  if (token()) headers.Authorization = `Bearer ${token()}`;
   const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const data = await resp.json().catch(() => ({}));
   if (!resp.ok) {
@@ -351,6 +353,8 @@ function groupSkeleton(groupId) {
         <th>Owner</th><th>Committed</th></tr></thead>
       <tbody id="offsets-body"></tbody>
     </table>
+    <h2>Admin actions on this group <span class="muted">(newest first)</span></h2>
+    <table id="g-audit">${auditHead()}<tbody id="g-audit-body"></tbody></table>
     <h2>Actions</h2>
     ${actionsSkeleton()}`;
   wireActions(groupId);
@@ -368,13 +372,14 @@ function statusSummary(s) {
 
 async function refreshGroup(groupId) {
   const enc = encodeURIComponent(groupId);
-  const [group, history, offsets, events, attention, status] = await Promise.all([
+  const [group, history, offsets, events, attention, status, audit] = await Promise.all([
     api(`/v1/groups/${enc}`),
     api(`/v1/groups/${enc}/rebalances?limit=50`).catch(() => ({ rebalances: [], total: 0 })),
     api(`/v1/groups/${enc}/offsets`).catch(() => ({ offsets: [] })),
     api(`/v1/groups/${enc}/events?limit=50`).catch(() => ({ events: [] })),
     api(attentionQuery()).catch(() => ({ items: [], groups: [] })),
     api(`/v1/groups/${enc}/status?all=true`).catch(() => null),
+    api(`/v1/audit?group=${enc}&limit=20`).catch(() => ({ actions: [] })),
   ]);
   page.group = group;
   // The status before the group's first commit is "–" (the API says OK: nothing to judge yet).
@@ -437,7 +442,43 @@ async function refreshGroup(groupId) {
   patch(region("lag-total"), group.lag.partitions.length
     ? `(${group.lag.total_lag} messages behind in total, at most ${fmtDuration(group.lag.max_lag_ms)})` : "");
   patch(region("offsets-body"), lagRows || '<tr><td colspan="9" class="muted">No committed offsets and no assigned partitions.</td></tr>');
+  patch(region("g-audit-body"), auditRows(audit.actions, false));
   refreshActionChoices(group);
+}
+
+// ------------------------------------------------------------------------------------------------------ audit
+
+function auditHead(withGroup = false) {
+  return `<thead><tr><th>When</th><th>Via</th><th>Action</th>${withGroup ? "<th>On</th>" : ""}<th>Principal</th>
+    <th>Client</th><th>Host</th><th>What</th></tr></thead>`;
+}
+
+function auditRows(actions, withGroup) {
+  const cols = withGroup ? 8 : 7;
+  if (!actions.length) return `<tr><td colspan="${cols}" class="muted">No admin action recorded.</td></tr>`;
+  return actions.map((a) => `
+    <tr data-action="${esc(a.action)}" data-principal="${esc(a.principal)}">
+      <td>${fmtTime(a.timestamp_ms)}</td><td>${esc(a.via)}</td>
+      <td><span class="badge kind">${esc(a.action)}</span></td>
+      ${withGroup ? `<td>${a.group_id !== null ? `<a href="#/group/${encodeURIComponent(a.group_id)}">${esc(a.group_id)}</a>` : `<code>${esc(a.resource)}</code>`}</td>` : ""}
+      <td class="principal"><strong>${esc(a.principal)}</strong></td>
+      <td class="client">${esc(a.client_id || "–")}</td><td>${esc(a.client_host || "–")}</td>
+      <td>${esc(a.detail)}</td></tr>`).join("");
+}
+
+function auditSkeleton() {
+  view.dataset.view = "audit";
+  view.innerHTML = `
+    <h1>Admin actions <span class="muted" id="audit-count"></span></h1>
+    <p class="muted">Every offset reset or alter, deletion, member removal, topic, ACL and user change, over this
+      API and over the Kafka admin APIs, with who did it. Newest first.</p>
+    <table id="audit">${auditHead(true)}<tbody id="audit-body"></tbody></table>`;
+}
+
+async function refreshAudit() {
+  const data = await api("/v1/audit?limit=200");
+  patch(region("audit-count"), `(${data.total})`);
+  patch(region("audit-body"), auditRows(data.actions, true));
 }
 
 // ---------------------------------------------------------------------------------------------------- actions
@@ -699,6 +740,7 @@ async function refreshTopics() {
 function currentRoute() {
   const hash = location.hash || "#/";
   if (/^#\/topics\b/.test(hash)) return { key: "topics", group: null, topics: true };
+  if (/^#\/audit\b/.test(hash)) return { key: "audit", group: null, audit: true };
   const m = hash.match(/^#\/group\/([^?]+)/);
   return m ? { key: `group:${m[1]}`, group: decodeURIComponent(m[1]) } : { key: `groups:${hash}`, group: null };
 }
@@ -710,10 +752,14 @@ async function refresh() {
     if (route.key !== routeKey) {
       routeKey = route.key;
       page = {};
-      if (route.topics) topicsSkeleton(); else if (route.group !== null) groupSkeleton(route.group); else groupsSkeleton();
+      if (route.topics) topicsSkeleton();
+      else if (route.audit) auditSkeleton();
+      else if (route.group !== null) groupSkeleton(route.group);
+      else groupsSkeleton();
     }
     await Promise.all([
-      route.topics ? refreshTopics() : route.group !== null ? refreshGroup(route.group) : refreshGroups(),
+      route.topics ? refreshTopics() : route.audit ? refreshAudit()
+        : route.group !== null ? refreshGroup(route.group) : refreshGroups(),
       refreshHealth(),
     ]);
     statusEl.innerHTML = `updated ${fmtTime(Date.now())}`;

@@ -62,7 +62,12 @@ def _without(table: Table, *dropped: str) -> Table:
 
 # The data path's batches without their bytes: when each partition's log end moved (the Spark lag report).
 BATCH_INDEX = _without(m.table(m.PartitionBatch), "data")
-APPEND_TABLES: tuple[Table, ...] = (*(m.table(model) for model in m.HISTORY_TABLES), BATCH_INDEX)
+# admin_actions: the audit trail (not pruned with the history), for the report's "who reset these offsets".
+APPEND_TABLES: tuple[Table, ...] = (
+    *(m.table(model) for model in m.HISTORY_TABLES),
+    BATCH_INDEX,
+    m.table(m.AdminActionRow),
+)
 SNAPSHOT_TABLES: tuple[Table, ...] = tuple(m.table(model) for model in SNAPSHOT_MODELS)
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -110,14 +110,48 @@ def commit_rewinds(steps: DataFrame, rng: ReportRange) -> DataFrame:
     ).select(*_move_columns())
 
 
-def offset_resets(steps: DataFrame, rng: ReportRange) -> DataFrame:
+# How long after an admin commit its audit entry may be stamped: the entry is written once the commit is durable.
+ACTOR_WINDOW_MS = 60_000
+OFFSET_ACTIONS = ("offsets.reset", "offsets.alter")
+
+
+def offset_resets(steps: DataFrame, rng: ReportRange, admin_actions: DataFrame | None = None) -> DataFrame:
     """Admin commits (generation -1) that moved an offset backwards: an operator's reset, one row per partition.
-    Same columns as ``commit_rewinds``; ``member_id`` is what was stored (normally empty)."""
-    return steps.where(
+    Same columns as ``commit_rewinds``; ``member_id`` is what was stored (normally empty); and who did it, from the
+    audit trail (``admin_actions``): ``principal``, ``client_id``, ``client_host``, ``via`` of the first
+    offsets.reset/offsets.alter action on the group at or after the commit, within ``ACTOR_WINDOW_MS`` (null when
+    there is none: a store without an audit trail, or an ``assign()`` consumer's commit coalesced away)."""
+    resets = steps.where(
         in_range(F.col("commit_timestamp_ms"), rng)
         & (F.col("committed_offset") < F.col("previous_offset"))
         & is_admin_commit(F.col("generation_id"))
     ).select(*_move_columns())
+    if admin_actions is None:
+        return resets.select(
+            "*", *(F.lit(None).cast("string").alias(c) for c in ("principal", "client_id", "client_host", "via"))
+        )
+    actions = admin_actions.where(F.col("action").isin(*OFFSET_ACTIONS)).select(
+        F.col("group_id").alias("a_group"),
+        F.col("timestamp_ms").alias("a_ts"),
+        F.col("position").alias("a_pos"),
+        "principal",
+        "client_id",
+        "client_host",
+        "via",
+    )
+    matched = resets.join(
+        actions,
+        (F.col("a_group") == F.col("group_id"))
+        & (F.col("a_ts") >= F.col("commit_timestamp_ms"))
+        & (F.col("a_ts") <= F.col("commit_timestamp_ms") + ACTOR_WINDOW_MS),
+        "left",
+    )
+    first = Window.partitionBy(*KEY, "position").orderBy(F.col("a_ts").asc_nulls_last(), F.col("a_pos"))
+    return (
+        matched.withColumn("_n", F.row_number().over(first))
+        .where(F.col("_n") == 1)
+        .drop("_n", "a_group", "a_ts", "a_pos")
+    )
 
 
 def stale_partitions(inputs: Inputs, intervals: DataFrame, config: ReportConfig, rng: ReportRange) -> DataFrame:

@@ -89,7 +89,7 @@ def compute_metrics(
         "commit_cadence_partition": cadence_partition,
         "commit_cadence_group": cadence_group,
         "commit_rewinds": commits.commit_rewinds(steps, rng),
-        "offset_resets": commits.offset_resets(steps, rng),
+        "offset_resets": commits.offset_resets(steps, rng, inputs.admin_actions),
         "stale_partitions": commits.stale_partitions(inputs, intervals, config, rng),
         "expiring_groups": commits.expiring_groups(inputs, config, rng),
         "commit_lag": commit_lag,

@@ -515,6 +515,9 @@ def render_report(tables: dict[str, DataFrame], summary: dict[str, Any]) -> str:
         .groupBy("group_id", "commit_timestamp_ms")
         .agg(
             F.count("*").alias("partitions"),
+            F.first("principal", ignorenulls=True).alias("principal"),
+            F.first("client_id", ignorenulls=True).alias("client_id"),
+            F.first("client_host", ignorenulls=True).alias("client_host"),
             F.sum("rewind_by").alias("rewind_by"),
             F.concat_ws(", ", F.sort_array(F.collect_set("topic"))).alias("topics"),
         )
@@ -580,6 +583,9 @@ def render_report(tables: dict[str, DataFrame], summary: dict[str, Any]) -> str:
                 ("topics", "Topics", "text"),
                 ("partitions", "Partitions moved back", "int"),
                 ("rewind_by", "Offsets moved back (total)", "offset"),
+                ("principal", "By (principal)", "text"),
+                ("client_id", "Client", "text"),
+                ("client_host", "Host", "text"),
             ],
             "Offset resets by an operator (admin commits, generation -1), latest first",
         )

@@ -164,6 +164,20 @@ PARTITION_BATCHES = _schema(
     ("position", L, False),
 )
 
+# Admin actions with their actor (the daemon's audit trail, ``security.audit.AdminAction``): who reset offsets.
+ADMIN_ACTIONS = _schema(
+    ("position", L, False),
+    ("timestamp_ms", L, False),  # when the action was done (once durable)
+    ("via", S, False),  # http | kafka
+    ("action", S, False),  # offsets.reset, offsets.alter, group.delete, ...
+    ("resource", S, False),
+    ("group_id", S, True),  # None: not about a group (a topic, a user, an ACL)
+    ("principal", S, False),
+    ("client_id", S, True),
+    ("client_host", S, True),
+    ("detail", S, False),
+)
+
 # Table name (as in the database and in a Parquet export: one sub-directory per table) -> canonical schema.
 TABLES: dict[str, StructType] = {
     "group_metadata_log": GROUP_METADATA_LOG,
@@ -178,11 +192,12 @@ TABLES: dict[str, StructType] = {
     "member_joined": MEMBER_JOINED,
     "member_removed": MEMBER_REMOVED,
     "partition_batches": PARTITION_BATCHES,
+    "admin_actions": ADMIN_ACTIONS,
 }
 
 # Tables a source may lack without a warning (an export made before ``kgc export`` wrote the batches' offsets).
 # Their metrics are then empty or null.
-OPTIONAL_TABLES = frozenset({"partition_batches"})
+OPTIONAL_TABLES = frozenset({"partition_batches", "admin_actions"})
 
 # Tables without a group (not filtered by the report's group glob).
 GROUPLESS_TABLES = frozenset({"partition_batches"})
@@ -216,6 +231,7 @@ class Inputs:
     member_joined: DataFrame
     member_removed: DataFrame
     partition_batches: DataFrame
+    admin_actions: DataFrame
 
     @classmethod
     def from_tables(cls, spark: SparkSession, tables: dict[str, DataFrame]) -> Inputs:

@@ -192,7 +192,7 @@ def test_reset_is_planned_then_confirmed_and_errors_are_shown(
     page.click("#reset-plan-btn")
     # no token yet: the API's 401 and its message
     page.wait_for("document.querySelector('#reset-plan .error')")
-    assert page.text("#reset-plan .error") == "HTTP 401: a valid bearer token is required for this action"
+    assert page.text("#reset-plan .error") == ("HTTP 401: a valid bearer token of role operator or above is required")
     page.type("#token", TOKEN)
     page.click("#reset-plan-btn")
     page.wait_for("document.querySelector('#reset-plan .confirm')", what="the dry-run plan")

@@ -220,6 +220,34 @@ class History:
         )  # fmt: skip
         return self
 
+    def admin_action(
+        self,
+        pos: int,
+        group: str | None,
+        ts: int,
+        action: str,
+        principal: str,
+        client_id: str | None = None,
+        host: str | None = "10.0.0.9",
+        via: str = "http",
+    ) -> History:
+        """An entry of the audit trail (``admin_actions``): who did an admin action."""
+        self.rows["admin_actions"].append(
+            dict(
+                position=pos,
+                timestamp_ms=ts,
+                via=via,
+                action=action,
+                resource=group or "",
+                group_id=group,
+                principal=principal,
+                client_id=client_id,
+                client_host=host,
+                detail=action,
+            )
+        )
+        return self
+
     def inputs(self, spark: SparkSession) -> Inputs:
         tables = {}
         for name, schema in TABLES.items():

@@ -15,6 +15,7 @@ from spark_jobs.config import ReportConfig, ReportRange
 from spark_jobs.load import build_summary
 from spark_jobs.metrics import compute_metrics
 from spark_jobs.rebalance_report import run_inputs
+from spark_jobs.report_html import render_report
 
 from .history import History, M
 
@@ -43,6 +44,10 @@ def idle_and_busy() -> History:
         .commit(12, "idle", "t", 0, 50, 30 * M, member="", gen=-1)
         .commit(13, "idle", "t", 1, 50, 30 * M, member="", gen=-1)
         .commit(14, "idle", "t", 2, 50, 30 * M, member="admin-client", gen=-1)
+        # The audit trail names who reset them (stamped once the commit was durable), and an older, unrelated action.
+        .admin_action(15, "idle", 30 * M + 40, "offsets.reset", "User:ada", "kgc/1.0")
+        .admin_action(16, "idle", 29 * M, "offsets.reset", "User:mallory", "other")
+        .admin_action(17, "busy", 30 * M + 10, "offsets.alter", "User:bob", "not-this-group")
         # busy: joins for 5 min, syncs for 5 min, then Stable (10 of 60 min rebalancing).
         .started(20, "busy", 0, 0, prev="Empty")
         .joined(21, "busy", 5 * M, 1, join_ms=5 * M)
@@ -83,6 +88,23 @@ def test_an_operators_reset_is_not_a_consumer_rewind(summary: dict[str, Any]) ->
     assert totals.get("offset_resets") == 1  # one reset request
     assert totals.get("offset_reset_partitions") == 3
     assert _group(summary, "idle").get("resets") == 1
+
+
+def test_an_operators_reset_names_who_did_it(spark: SparkSession) -> None:
+    """From the audit trail: the first offsets action on the group at or after the reset's commit; a consumer's
+    rewind has no actor row at all, and a reset without an audit entry has a null one."""
+    config = ReportConfig(since_ms=RANGE.since_ms, until_ms=RANGE.until_ms)
+    tables = compute_metrics(idle_and_busy().inputs(spark), config, RANGE)
+    resets = {
+        (r["partition_index"], r["principal"], r["client_id"], r["via"]) for r in tables["offset_resets"].collect()
+    }
+    assert resets == {(p, "User:ada", "kgc/1.0", "http") for p in range(3)}
+    assert "principal" not in tables["commit_rewinds"].columns
+    html = render_report(tables, build_summary(tables, config, RANGE, "test"))
+    assert "User:ada" in html and "User:mallory" not in html and "User:bob" not in html
+    without = compute_metrics(idle_and_busy().inputs(spark).map(
+        lambda name, df: df.limit(0) if name == "admin_actions" else df), config, RANGE)  # fmt: skip
+    assert {r["principal"] for r in without["offset_resets"].collect()} == {None}
 
 
 def quiet_and_busy(now: int) -> History:

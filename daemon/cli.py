@@ -229,6 +229,13 @@ def show_events(data: Any, out: TextIO) -> None:
     print(f"({len(data['events'])} of {data['total']} events; {data['note']})", file=out)
 
 
+def show_audit(data: Any, out: TextIO) -> None:
+    rows = [(fmt_ms(a["timestamp_ms"]), a["via"], a["action"], a["resource"], a["principal"], a["client_id"],
+             a["client_host"], a["detail"]) for a in data["actions"]]  # fmt: skip
+    table(rows, ["time", "via", "action", "on", "principal", "client", "host", "detail"], out)
+    print(f"({len(data['actions'])} of {data['total']} admin actions)", file=out)
+
+
 def show_attention(data: Any, out: TextIO) -> None:
     rows = [(i["kind"], i["group_id"], i["group_instance_id"] or i["member_id"], i["detail"],
              fmt_ms(i["since_ms"]) if i["since_ms"] is not None else None) for i in data["items"]]  # fmt: skip
@@ -632,6 +639,9 @@ def run_command(args: argparse.Namespace, api: Api) -> Outcome:
         case "events":
             q = {"since": args.since, "until": args.until, **page}
             return Outcome(api.request("GET", f"/v1/groups/{g}/events", q), show_events)
+        case "audit":
+            q = {"group": args.group, "since": args.since, "until": args.until, **page}
+            return Outcome(api.request("GET", "/v1/audit", q), show_audit)
         case "status":
             q = {"all": "true" if args.all else None}
             return Outcome(api.request("GET", f"/v1/groups/{g}/status", q), show_status)
@@ -765,6 +775,10 @@ def add_groups_subcommands(subparsers: Any) -> None:
         _common(p)
     p = gcmds.add_parser("events", help="static replacements, deletions (stored) and refused joins (since start)")
     p.add_argument("group")
+    _paged(p, time_range=True)
+    _common(p)
+    p = gcmds.add_parser("audit", help="admin actions and who did them (principal, client, host), newest first")
+    p.add_argument("group", nargs="?", help="only the actions on this group")
     _paged(p, time_range=True)
     _common(p)
     p = gcmds.add_parser("status", help="Burrow's evaluation of the group's commits (OK, WARN, ERR)")

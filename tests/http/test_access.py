@@ -261,3 +261,49 @@ async def test_the_audit_trail_lists_each_action_with_its_actor() -> None:
     assert all(a["via"] == "http" and a["client_host"] == "127.0.0.1" for a in body["actions"])
     assert "to-earliest" in body["actions"][2]["detail"]
     assert [a["action"] for a in of_g["actions"]] == ["group.delete", "offsets.reset"] and of_g["total"] == 2
+
+
+def test_kgc_http_token_prints_a_token_and_the_entry_that_accepts_it(capsys: Any) -> None:
+    import tomllib
+
+    from daemon.__main__ import main
+
+    assert main(["http-token", "carol", "operator"]) == 0
+    out = capsys.readouterr().out
+    token = re.search(r"^# (\S{40,})$", out, re.M).group(1)  # type: ignore[union-attr]
+    entry = tomllib.loads(out)["http"]["principals"][0]
+    assert entry["name"] == "carol" and entry["role"] == "operator" and token not in entry["token_sha256"]
+    p = http_access(HttpSettings.model_validate({"principals": [entry]})).authenticate(f"Bearer {token}")
+    assert p is not None and p.name == "User:carol" and p.role is Role.OPERATOR
+    assert main(["http-token", "bad name", "admin"]) == 2
+
+
+async def test_kgc_groups_audit_lists_the_actions_with_their_actor() -> None:
+    import argparse
+    import asyncio
+    import io
+
+    from daemon.cli import add_groups_subcommands, cmd_client
+    from servers.http import start_http
+
+    world = make_world(access=access())
+    world.commit("g", {("orders", 0): 5})
+    server = await start_http(world.app, "127.0.0.1:0")
+    try:
+        async with TestClient(TestServer(world.app)) as client:
+            r = await client.delete("/v1/groups/g", headers=bearer(Role.ADMIN))
+            assert r.status == 200
+        parser = argparse.ArgumentParser(prog="kgc")
+        add_groups_subcommands(parser.add_subparsers(dest="command", required=True))
+        for argv in (["groups", "audit"], ["groups", "audit", "g"]):
+            args = parser.parse_args([*argv, "--url", server.url, "--token", TOKENS[Role.VIEWER]])
+            out, err = io.StringIO(), io.StringIO()
+            assert await asyncio.to_thread(cmd_client, args, out, err) == 0, err.getvalue()
+            text = out.getvalue()
+            assert "group.delete" in text and "User:ada" in text and "(1 of 1 admin actions)" in text
+        args = parser.parse_args(["groups", "audit", "other", "--url", server.url, "--token", TOKENS[Role.VIEWER]])
+        out = io.StringIO()
+        assert await asyncio.to_thread(cmd_client, args, out, io.StringIO()) == 0
+        assert "(0 of 0 admin actions)" in out.getvalue()
+    finally:
+        await server.stop()

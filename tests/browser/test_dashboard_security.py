@@ -128,3 +128,20 @@ def test_the_audit_page_shows_each_action_with_its_actor(chromium: str, tmp_path
         group_dom = dump_dom(chromium, tmp_path, server.url + "/#/group/checkout")
         own = re.findall(r'<tr data-action="([^"]+)" data-principal="([^"]+)">', group_dom)
         assert own == [("member.remove", "User:otto")]
+
+
+def test_the_header_token_opens_a_dashboard_that_refuses_anonymous_reads(chromium: str, tmp_path: Path) -> None:
+    from tests.cdp import Browser
+
+    token = new_token()
+    world = populated_world()
+    world.app = None  # type: ignore[assignment]
+    world.access = Access([TokenEntry("vera", Role.VIEWER, token_digest(token))], anonymous_role=Role.NONE)
+    world.__post_init__()
+    with serve(world) as server, Browser(chromium, tmp_path / "profile") as page:
+        page.navigate(server.url + "/?refresh=300")
+        page.wait_for("document.getElementById('status').textContent.includes('role viewer')", what="the 401")
+        assert page.evaluate("document.querySelector('tr[data-group]') === null")
+        page.type("#header-token", token)
+        page.wait_for("document.querySelector('tr[data-group=\"checkout\"]') !== null", what="the groups, read")
+        page.wait_for("document.getElementById('status').textContent.startsWith('updated')", what="a clean refresh")

@@ -567,7 +567,10 @@ function wireActions(groupId) {
   const enc = encodeURIComponent(groupId);
   const tokenInput = region("token");
   tokenInput.value = token();
-  tokenInput.addEventListener("input", () => sessionStorage.setItem("kgc-token", tokenInput.value));
+  tokenInput.addEventListener("input", () => {
+    sessionStorage.setItem("kgc-token", tokenInput.value);
+    document.getElementById("header-token").value = tokenInput.value;
+  });
 
   const strategy = region("reset-strategy");
   const value = region("reset-value");
@@ -786,6 +789,14 @@ function refreshSoon() {
 }
 
 window.addEventListener("hashchange", refresh);
+const headerToken = document.getElementById("header-token");
+headerToken.value = token();
+headerToken.addEventListener("input", () => {
+  sessionStorage.setItem("kgc-token", headerToken.value);
+  const form = document.getElementById("token");
+  if (form) form.value = headerToken.value;
+  refreshSoon();
+});
 tickClock();
 setInterval(tickClock, 1000);
 refresh();

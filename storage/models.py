@@ -431,6 +431,21 @@ class AclRow(Base):
     created_ms: Mapped[Millis]
 
 
+class ScramCredentialRow(Base):
+    """One row per user and SCRAM mechanism (``security.credential_records``): the salted credential, never the
+    password. Upserted by ``ScramCredentialSet``, deleted by ``ScramCredentialDeleted``; start-up loads them all."""
+
+    __tablename__ = "scram_credentials"
+    user_name: Mapped[Key]
+    mechanism: Mapped[Key]  # SCRAM-SHA-256 or SCRAM-SHA-512
+    salt: Mapped[Bytes]
+    stored_key: Mapped[Bytes]
+    server_key: Mapped[Bytes]
+    iterations: Mapped[Int32]
+    position: Mapped[Int64]
+    updated_ms: Mapped[Millis]
+
+
 # Tables pruned by position range (everything except the current state and the bookkeeping).
 HISTORY_TABLES: tuple[type[Base], ...] = (
     GroupMetadataLog,

@@ -83,6 +83,8 @@ from broker.producers import BATCHES_TO_RETAIN, StoredProducerBatch
 from broker.records import BatchAppended, LogStartAdvanced, ProducerIdsAllocated, TopicCreated, TopicDeleted
 from coordinator.record_log import OnDone, WriteFailure
 from coordinator.records import MemberMetadata, OffsetCommitRecord, StateRecord
+from security.credential_records import ScramCredentialSet
+from security.credentials import ScramCredential
 
 from . import models as m
 from .batch_reader import BatchReader, reader_for
@@ -495,6 +497,24 @@ class SqlRecordLog:
                 return int(end) if end is not None else 0
         except Exception as e:
             raise StorageError(f"cannot load the producer id blocks: {describe(e)}") from e
+
+    async def load_credentials(self) -> list[ScramCredentialSet]:
+        """Every stored SCRAM credential (``scram_credentials``), as the records that set them, for
+        ``security.users.UserStore.load``."""
+        try:
+            async with self.engine.connect() as conn:
+                t = table(m.ScramCredentialRow)
+                rows = (await conn.execute(select(t).order_by(t.c.user_name, t.c.mechanism))).all()
+        except Exception as e:
+            raise StorageError(f"cannot load the SCRAM credentials: {describe(e)}") from e
+        return [
+            ScramCredentialSet(
+                r.user_name,
+                ScramCredential(r.mechanism, bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations),
+                r.updated_ms,
+            )
+            for r in rows
+        ]
 
     async def prune_producers(self, older_than_ms: int) -> int:
         """Delete the ``partition_producers`` rows of producers whose last append is older than ``older_than_ms``

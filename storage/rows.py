@@ -36,14 +36,15 @@ from coordinator.records import (
 )
 from protocol.consumer_protocol import assignment_partitions
 from security.audit import AdminAction
+from security.credential_records import CredentialRecord, ScramCredentialDeleted, ScramCredentialSet
 
 from . import models as m
 
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-# what the record log stores: the coordinator's records, the data path's and the audit's
-AnyRecord = Record | DataRecord | AdminAction
+# what the record log stores: the coordinator's records, the data path's, the audit's and users'
+AnyRecord = Record | DataRecord | AdminAction | CredentialRecord
 OffsetKey = tuple[str, str, int]
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -85,6 +86,9 @@ class BatchRows:
     log_starts: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     # idempotent producers: the partition_producers row of each (topic, partition, producer id), the last one wins
     producer_upserts: dict[tuple[str, int, int], Row] = field(default_factory=dict)
+    # SCRAM credentials by (user, mechanism): the last change of a key in the batch wins
+    credential_upserts: dict[tuple[str, str], Row] = field(default_factory=dict)
+    credential_deletes: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def record_count(self) -> int:
@@ -193,6 +197,28 @@ def _producer_ids_allocated(batch: BatchRows, position: int, r: ProducerIdsAlloc
         m.ProducerIdBlock,
         {"first_id": r.first_id, "block_size": r.count, "position": position, "allocated_ms": r.timestamp_ms},
     )
+
+
+def _credential_set(batch: BatchRows, position: int, r: ScramCredentialSet) -> None:
+    c = r.credential
+    key = (r.user, c.mechanism)
+    batch.credential_deletes.discard(key)
+    batch.credential_upserts[key] = {
+        "user_name": r.user,
+        "mechanism": c.mechanism,
+        "salt": c.salt,
+        "stored_key": c.stored_key,
+        "server_key": c.server_key,
+        "iterations": c.iterations,
+        "position": position,
+        "updated_ms": r.timestamp_ms,
+    }
+
+
+def _credential_deleted(batch: BatchRows, position: int, r: ScramCredentialDeleted) -> None:
+    key = (r.user, r.mechanism)
+    batch.credential_upserts.pop(key, None)
+    batch.credential_deletes.add(key)
 
 
 def _record_time(record: AnyRecord) -> int:
@@ -454,6 +480,8 @@ _HANDLERS: dict[type, Any] = {
     LogStartAdvanced: _log_start_advanced,
     ProducerIdsAllocated: _producer_ids_allocated,
     AdminAction: _admin_action,
+    ScramCredentialSet: _credential_set,
+    ScramCredentialDeleted: _credential_deleted,
 }
 
 

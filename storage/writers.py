@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 _OFFSET_KEYS = ("group_id", "topic", "partition_index")
 _PRODUCER_KEYS = ("topic", "partition_index", "producer_id")
+_CREDENTIAL_KEYS = ("user_name", "mechanism")
 # Multi-row statements (SqliteWriter._chunked): SQLite's parameter limit is 32,766 since 3.32, 999 before.
 _SQLITE_MAX_PARAMS = 32_766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
 _SQLITE_MAX_ROWS = 256
@@ -237,6 +238,10 @@ class SqliteWriter:
             self._move_log_starts(conn, batch)
         if batch.producer_upserts:
             self._upsert(conn, m.PartitionProducer, _PRODUCER_KEYS, list(batch.producer_upserts.values()))
+        if batch.credential_deletes:
+            self._delete(conn, "scram_credentials", _CREDENTIAL_KEYS, sorted(batch.credential_deletes))
+        if batch.credential_upserts:
+            self._upsert(conn, m.ScramCredentialRow, _CREDENTIAL_KEYS, list(batch.credential_upserts.values()))
         touched = sorted(batch.group_deletes | batch.group_upserts.keys())
         if touched:
             self._delete(conn, "current_group_members", ("group_id",), [(g,) for g in touched])
@@ -464,6 +469,13 @@ class PostgresWriter:
             await _pg_move_log_starts(conn, batch)
         if batch.producer_upserts:
             await self._upsert(conn, m.PartitionProducer, _PRODUCER_KEYS, list(batch.producer_upserts.values()))
+        if batch.credential_deletes:  # rare (user administration): one statement each
+            for user, mechanism in sorted(batch.credential_deletes):
+                await conn.execute(
+                    "DELETE FROM scram_credentials WHERE user_name = $1 AND mechanism = $2", user, mechanism
+                )
+        if batch.credential_upserts:
+            await self._upsert(conn, m.ScramCredentialRow, _CREDENTIAL_KEYS, list(batch.credential_upserts.values()))
         touched = sorted(batch.group_deletes | batch.group_upserts.keys())
         if touched:
             await conn.execute("DELETE FROM current_group_members WHERE group_id = ANY($1::VARCHAR[])", touched)

@@ -36,6 +36,8 @@ from runtime.metrics import Metrics
 from runtime.offsets_topic import OffsetsTopicRenderer, render_state
 from runtime.record_stream import RecordStream
 from security.acls import Authorizer
+from security.scram_keys import new_credential
+from security.users import UserStore
 from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
 from servers.http.access import Access, Role, TokenEntry
 from servers.http.readiness import readiness_probe, sql_ping
@@ -152,6 +154,8 @@ class App:
             max_partitions=t.max_partitions_per_topic,
             max_total_partitions=t.max_partitions,
         )
+        # SCRAM users: durable in the same log (salted credentials only); the SASL exchanges look them up here.
+        self.users = UserStore(data if data is not None else MemoryDataLog(), self.clock.now_ms)
         self.services = Services(
             coordinator=self.coordinator,
             topics=self.topics,
@@ -169,6 +173,7 @@ class App:
                 allow_everyone_if_no_acl_found=settings.authorizer.allow_everyone_if_no_acl_found,
             ),
             audit=self.audit,
+            users=self.users,
         )
         self.server = KafkaServer(
             self.services,
@@ -280,6 +285,7 @@ class App:
             self.broker.load(*await self.data.load_data(producers_since_ms=since))
             self.broker.producer_ids.load(await self.data.load_producer_ids())
         self.broker.start()  # records the topics not stored yet (configured ones), then every new one
+        await self._load_users()
         self._background.append(asyncio.get_running_loop().create_task(self._expire_producers()))
         self._seed_lag()  # the loaded offsets start the status windows (their lag then is unknown)
         self.loaded = True
@@ -307,6 +313,26 @@ class App:
         for binding in await store.load():
             self.services.authorizer.index.add(binding)
         self.services.acl_store = store
+
+    async def _load_users(self) -> None:
+        """The stored SCRAM credentials, then the configured first ones that are missing (``[users] bootstrap``),
+        durable before the Kafka listener opens."""
+        load = getattr(self.data, "load_credentials", None)
+        if load is not None:
+            self.users.load(await load())
+        wanted = [
+            (user, new_credential(mechanism, password, iterations))
+            for mechanism, user, password, iterations in self.settings.users.credentials()
+            if self.users.scram(user, mechanism) is None
+        ]
+        if not wanted:
+            return
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        created = self.users.bootstrap(wanted, done.set_result)
+        failure = await done
+        if failure is not None:
+            raise RuntimeError(f"cannot store the bootstrap SCRAM credentials: {failure}")
+        log.info("bootstrap SCRAM credentials stored for %s", ", ".join(created))
 
     async def _expire_producers(self) -> None:
         """Every ``producer.id.expiration.check.interval.ms``: forget idle producers (``Broker.expire_producers``)

@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from broker.topics import is_internal_topic
 from coordinator.config import GroupConfig
+from security.users import parse_scram_spec
 
 # Kafka setting name -> (section, field). Values are converted by the field's type (minutes stay minutes).
 KAFKA_NAMES: dict[str, tuple[str, str]] = {
@@ -286,6 +287,30 @@ class AuthorizerSettings(_Section):
         return value
 
 
+class UserSettings(_Section):
+    """SCRAM users (``security.users``). ``bootstrap``: first credentials in Kafka's ``--add-scram`` form,
+    ``SCRAM-SHA-512=[name=admin,password=...]`` (optional ``iterations``, default 8192), stored at start when the
+    user has no credential for that mechanism yet (a stored one, perhaps rotated since, is never overwritten).
+    Prefer the environment for passwords: ``KGC_USERS__BOOTSTRAP='["SCRAM-SHA-512=[name=admin,password=..]"]'``."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, hide_input_in_errors=True)  # passwords
+    bootstrap: list[SecretStr] = Field(default_factory=list)
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _valid_specs(cls, specs: list[SecretStr]) -> list[SecretStr]:
+        for n, spec in enumerate(specs):
+            try:
+                parse_scram_spec(spec.get_secret_value())
+            except ValueError as e:
+                raise ValueError(f"users.bootstrap[{n}]: {e}") from None
+        return specs
+
+    def credentials(self) -> list[tuple[str, str, str, int]]:
+        """(mechanism, user, password, iterations) of each bootstrap entry."""
+        return [parse_scram_spec(s.get_secret_value()) for s in self.bootstrap]
+
+
 class LogSettings(_Section):
     level: str = "INFO"
     format: Literal["logfmt", "json"] = "logfmt"
@@ -396,7 +421,10 @@ class _KafkaTomlSource(PydanticBaseSettingsSource):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="KGC_", env_nested_delimiter="__", extra="forbid")
+    # hide_input_in_errors: a refused value may hold a secret (a bootstrap password, the HTTP token)
+    model_config = SettingsConfigDict(
+        env_prefix="KGC_", env_nested_delimiter="__", extra="forbid", hide_input_in_errors=True
+    )
 
     kafka: KafkaListenerSettings = Field(default_factory=KafkaListenerSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
@@ -408,6 +436,7 @@ class Settings(BaseSettings):
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     lag: LagSettings = Field(default_factory=LagSettings)
     authorizer: AuthorizerSettings = Field(default_factory=AuthorizerSettings)
+    users: UserSettings = Field(default_factory=UserSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -384,6 +384,12 @@ def _build_delete_acls(cls: type[Any], error: ErrorCode, body: Any) -> Any:
     )
 
 
+def _build_alter_user_scram_credentials(cls: type[Any], error: ErrorCode, body: Any) -> Any:
+    result_cls = _item(cls, "results")
+    users = dict.fromkeys(c.name for c in (*_items(body, "deletions"), *_items(body, "upsertions")))
+    return _fill(cls, error, results=tuple(_fill(result_cls, error, user=u) for u in users))
+
+
 _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.API_VERSIONS: _build_api_versions,
     ApiKey.METADATA: _build_metadata,
@@ -414,6 +420,8 @@ _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.DESCRIBE_ACLS: _build_describe_acls,
     ApiKey.CREATE_ACLS: _build_create_acls,
     ApiKey.DELETE_ACLS: _build_delete_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _build_top_level,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _build_alter_user_scram_credentials,
 }
 
 

@@ -29,6 +29,7 @@ from protocol.errors import ErrorCode
 
 from .credential_records import CredentialRecord, ScramCredentialDeleted, ScramCredentialSet
 from .credentials import SCRAM_MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
+from .scram_keys import DEFAULT_ITERATIONS as DEFAULT_BOOTSTRAP_ITERATIONS
 from .scram_keys import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted, password_matches
 
 # the int8 on the wire (Kafka's ScramMechanism)
@@ -167,7 +168,7 @@ class UserStore:
         self,
         deletions: Sequence[Deletion],
         upsertions: Sequence[Upsertion],
-        done: Callable[[list[UserResult]], None],
+        done: Callable[[list[UserResult]], object],
     ) -> None:
         """AlterUserScramCredentials: ``done(results)``, one per user in order of first appearance, once the
         accepted changes are durable (at once when nothing is accepted)."""
@@ -235,7 +236,7 @@ class UserStore:
         return [UserResult(u, failed.error, failed.message) if u in written else results[u] for u in ordered]
 
     def set_credentials(
-        self, changes: Sequence[tuple[str, ScramCredential | str]], done: Callable[[Any], None] | None = None
+        self, changes: Sequence[tuple[str, ScramCredential | str]], done: Callable[[Any], object] | None = None
     ) -> None:
         """Operator changes (HTTP API, bootstrap): each (user, credential) sets it, each (user, mechanism name)
         deletes it; ``done(failure or None)`` once durable. The caller has validated them."""
@@ -246,7 +247,7 @@ class UserStore:
         ]
         self._write(records, done)
 
-    def _write(self, records: list[CredentialRecord], done: Callable[[Any], None] | None) -> None:
+    def _write(self, records: list[CredentialRecord], done: Callable[[Any], object] | None) -> None:
         self._sequence += 1
         sequence = self._sequence
         for r in records:
@@ -265,7 +266,7 @@ class UserStore:
 
         self.log.append(records, written)
 
-    def bootstrap(self, credentials: Sequence[tuple[str, ScramCredential]], done: Callable[[Any], None]) -> list[str]:
+    def bootstrap(self, credentials: Sequence[tuple[str, ScramCredential]], done: Callable[[Any], object]) -> list[str]:
         """The configured first credentials: each one the store does not hold yet (for that user and mechanism) is
         stored; a stored one is never overwritten (it may have been rotated since). Returns the users written."""
         missing = [(u, c) for u, c in credentials if not self._exists(u, c.mechanism)]
@@ -286,4 +287,52 @@ __all__ = [
     "Upsertion",
     "UserResult",
     "UserStore",
+    "parse_scram_spec",
 ]
+
+
+def parse_scram_spec(spec: str) -> tuple[str, str, str, int]:
+    """Kafka's ``--add-scram`` form (``kafka-storage.sh format``, ``kafka-configs.sh``):
+    ``SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]`` -> (mechanism, user, password,
+    iterations). A value may be double-quoted (then it may hold commas and ``]``). Raises ValueError naming what is
+    wrong, never echoing the password."""
+    mechanism, sep, rest = spec.strip().partition("=")
+    mechanism = mechanism.strip().upper()
+    if mechanism not in SCRAM_MECHANISMS:
+        raise ValueError(f"unknown SCRAM mechanism {mechanism!r} (expected one of {', '.join(SCRAM_MECHANISMS)})")
+    rest = rest.strip()
+    if not sep or not rest.startswith("[") or not rest.endswith("]"):
+        raise ValueError(f"expected {mechanism}=[name=...,password=...]")
+    fields: dict[str, str] = {}
+    body, i = rest[1:-1], 0
+    while i < len(body):
+        key, eq, _ = body[i:].partition("=")
+        if not eq:
+            raise ValueError("expected key=value pairs separated by commas")
+        i += len(key) + 1
+        if body[i : i + 1] == '"':
+            end = body.find('"', i + 1)
+            if end < 0:
+                raise ValueError("unterminated quoted value")
+            value, i = body[i + 1 : end], end + 1
+        else:
+            end = body.find(",", i)
+            end = len(body) if end < 0 else end
+            value, i = body[i:end], end
+        if i < len(body) and body[i] != ",":
+            raise ValueError("expected a comma after a quoted value")
+        i += 1
+        fields[key.strip().lower()] = value
+    unknown = set(fields) - {"name", "password", "iterations"}
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))} (name, password, iterations)")
+    name, password = fields.get("name", ""), fields.get("password", "")
+    if not name or not password:
+        raise ValueError("name and password are required")
+    try:
+        iterations = int(fields.get("iterations", DEFAULT_BOOTSTRAP_ITERATIONS))
+    except ValueError:
+        raise ValueError("iterations must be an integer") from None
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise ValueError(f"iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}")
+    return mechanism, name, password, iterations

@@ -28,6 +28,7 @@ from .topics_admin import (
     handle_incremental_alter_configs,
     handle_offset_for_leader_epoch,
 )
+from .users_admin import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from .versions import handle_api_versions
 
 HANDLERS: dict[int, Handler] = {
@@ -60,6 +61,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_ACLS: handle_describe_acls,
     ApiKey.CREATE_ACLS: handle_create_acls,
     ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }
 
 __all__ = ["HANDLERS", "CoordinatorApi", "Handler", "Node", "RequestContext", "Services"]

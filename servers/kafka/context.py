@@ -18,6 +18,7 @@ from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
 from runtime.audit_trail import AuditTrail
 from security.acls import AclBinding, Authorizer
+from security.users import UserStore
 
 
 @dataclass(slots=True)  # not frozen: built for every request, and a frozen __init__ costs twice as much
@@ -117,6 +118,8 @@ class Services:
     acl_store: AclStore | None = None
     # Admin actions with their actor (servers.kafka.audit.admin_action records them here; runtime.audit_trail).
     audit: AuditTrail | None = None
+    # SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials; the SASL exchanges look users up)
+    users: UserStore | None = None
 
 
 # A handler returns the kio response body, a finished frame (bytes), or an awaitable of either for requests whose

@@ -48,6 +48,12 @@ from kafka.protocol.admin.groups import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
+from kafka.protocol.admin.users import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
@@ -113,6 +119,8 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     29: (DescribeAclsRequest, DescribeAclsResponse),
     30: (CreateAclsRequest, CreateAclsResponse),
     31: (DeleteAclsRequest, DeleteAclsResponse),
+    50: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+    51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
 }
 
 _ERRORS = [

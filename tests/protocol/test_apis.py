@@ -35,6 +35,8 @@ SPEC = {
     "DescribeAcls": (29, 1, 3),
     "CreateAcls": (30, 1, 3),
     "DeleteAcls": (31, 1, 3),
+    "DescribeUserScramCredentials": (50, 0, 0),
+    "AlterUserScramCredentials": (51, 0, 0),
 }
 
 

@@ -260,6 +260,7 @@ def test_only_these_array_families_are_nullable() -> None:
         (9, ("groups", "topics")),
         (32, ("resources", "configuration_keys")),  # DescribeConfigs: null = every config
         (37, ("topics", "assignments")),  # CreatePartitions: null = placed by the broker
+        (50, ("users",)),  # DescribeUserScramCredentials: null = every user
     }
 
 

@@ -191,3 +191,29 @@ def test_bootstrap_stores_only_what_is_missing_and_load_replays() -> None:
     again = UserStore(HeldLog(), lambda: 0)
     again.load(log.stored)
     assert again.scram("admin", SCRAM_SHA_512) == store.scram("admin", SCRAM_SHA_512)
+
+
+def test_parse_scram_spec_kafkas_add_scram_form() -> None:
+    from security.users import parse_scram_spec
+
+    assert parse_scram_spec("SCRAM-SHA-256=[name=alice,password=alice-secret]") == (
+        SCRAM_SHA_256, "alice", "alice-secret", 8192,
+    )  # fmt: skip
+    assert parse_scram_spec('scram-sha-512=[name=bob,password="a,b]c",iterations=4096]') == (
+        SCRAM_SHA_512, "bob", "a,b]c", 4096,
+    )  # fmt: skip
+    bad = [
+        "SCRAM-SHA-1=[name=a,password=b]",
+        "SCRAM-SHA-512=name=a,password=b",
+        "SCRAM-SHA-512=[name=a]",
+        "SCRAM-SHA-512=[name=a,password=b,iterations=100]",
+        "SCRAM-SHA-512=[name=a,password=b,salt=c]",
+        'SCRAM-SHA-512=[name=a,password="unterminated]',
+    ]
+    for spec in bad:
+        try:
+            parse_scram_spec(spec)
+        except ValueError as e:
+            assert "unterminated" not in str(e).replace("unterminated quoted", "")  # the password is never echoed
+        else:
+            raise AssertionError(f"accepted {spec!r}")

@@ -130,3 +130,17 @@ def test_topic_config_defaults_take_kafka_names_and_precedence() -> None:
     assert s.topics.topic_defaults() == {"retention.ms": "5", "max.message.bytes": "10"}
     assert s.topics.log_retention_check_interval_ms == 100
     assert settings_from_args(build_parser().parse_args(["serve"])).topics.topic_defaults() == {}
+
+
+def test_users_bootstrap_is_checked_and_its_password_never_shown() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from daemon.settings import load_settings
+
+    s = load_settings(None, users={"bootstrap": ["SCRAM-SHA-512=[name=admin,password=hunter2]"]})
+    assert s.users.credentials() == [("SCRAM-SHA-512", "admin", "hunter2", 8192)]
+    assert "hunter2" not in repr(s) and "hunter2" not in s.model_dump_json()
+    with pytest.raises(ValidationError, match="users.bootstrap") as e:
+        load_settings(None, users={"bootstrap": ["SCRAM-SHA-512=[name=admin,password=hunter2,iterations=1]"]})
+    assert "hunter2" not in str(e.value)

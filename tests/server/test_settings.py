@@ -141,6 +141,6 @@ def test_users_bootstrap_is_checked_and_its_password_never_shown() -> None:
     s = load_settings(None, users={"bootstrap": ["SCRAM-SHA-512=[name=admin,password=hunter2]"]})
     assert s.users.credentials() == [("SCRAM-SHA-512", "admin", "hunter2", 8192)]
     assert "hunter2" not in repr(s) and "hunter2" not in s.model_dump_json()
-    with pytest.raises(ValidationError, match="users.bootstrap") as e:
+    with pytest.raises(ValidationError, match=r"users\.bootstrap") as e:
         load_settings(None, users={"bootstrap": ["SCRAM-SHA-512=[name=admin,password=hunter2,iterations=1]"]})
     assert "hunter2" not in str(e.value)

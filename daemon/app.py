@@ -263,6 +263,7 @@ class App:
                 access=http_access(self.settings.http),
                 broker=self.broker,
                 admin=self.admin,
+                users=self.users,
             )
             self.http = await start_http(
                 http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes

@@ -17,6 +17,10 @@
     kgc groups reset-offsets [GROUP ...] --from-file PLAN.csv [--execute]
     kgc topics list | kgc topics create NAME PARTITIONS | kgc topics delete NAME
     kgc topics config NAME [--set NAME=VALUE ...] [--delete NAME ...]
+    kgc users list | kgc users describe USER | kgc users delete USER [--mechanism M]
+    kgc users set USER [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N] [--password-stdin]
+        (the password: env KGC_USER_PASSWORD, else one line of stdin with --password-stdin, else a prompt;
+         never an argument, which other users of the machine could read)
 
 The options mean what they mean to ``kafka-consumer-groups.sh``: ``--topic NAME`` alone is every partition of NAME,
 ``--export`` prints the reset plan as Kafka's CSV (``topic,partition,offset``, with the group as first column when
@@ -616,7 +620,11 @@ def export_csv(results: list[Any], with_group: bool) -> str:
 
 def run_command(args: argparse.Namespace, api: Api) -> Outcome:
     """What one parsed command did (the API's JSON, its printer, the groups it failed for)."""
-    cmd = args.groups_command if args.command == "groups" else f"topics-{args.topics_command}"
+    cmd = (
+        args.groups_command
+        if args.command == "groups"
+        else f"{args.command}-{getattr(args, args.command + '_command')}"
+    )
     g = quote(getattr(args, "group", "") or "") if isinstance(getattr(args, "group", None), str) else ""
     page = {"limit": getattr(args, "limit", None), "offset": getattr(args, "offset", None)}
     match cmd:
@@ -680,7 +688,41 @@ def run_command(args: argparse.Namespace, api: Api) -> Outcome:
                 raise UsageError("nothing to change: give --set NAME=VALUE or --delete NAME")
             data = api.request("PATCH", f"/v1/topics/{quote(args.name)}/configs", body={"configs": changes})
             return Outcome({"topics": [data]}, show_topics)
+        case "users-list":
+            return Outcome(api.request("GET", "/v1/users"), show_users)
+        case "users-describe":
+            return Outcome({"users": [api.request("GET", f"/v1/users/{quote(args.user)}")]}, show_users)
+        case "users-set":
+            body = {"password": read_password(args), "mechanism": args.mechanism, "iterations": args.iterations}
+            data = api.request("PUT", f"/v1/users/{quote(args.user)}", body=body)
+            return Outcome({"users": [data]}, show_users)
+        case "users-delete":
+            q = {"mechanism": args.mechanism}
+            data = api.request("DELETE", f"/v1/users/{quote(args.user)}", q)
+            return Outcome(data, lambda d, out: print(f"User {d['name']}: {', '.join(d['deleted'])} deleted.",
+                                                      file=out))  # fmt: skip
     raise AssertionError(cmd)
+
+
+def read_password(args: argparse.Namespace) -> str:
+    """``kgc users set``'s password: env KGC_USER_PASSWORD, one line of stdin (--password-stdin), or a prompt."""
+    password = os.environ.get("KGC_USER_PASSWORD")
+    if password is None and args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif password is None:
+        if not sys.stdin.isatty():
+            raise UsageError("no password: set KGC_USER_PASSWORD, or pipe it with --password-stdin")
+        import getpass
+
+        password = getpass.getpass(f"Password for {args.user}: ")
+    if not password:
+        raise UsageError("the password must not be empty")
+    return password
+
+
+def show_users(data: Any, out: TextIO) -> None:
+    rows = [[u["name"], c["mechanism"], c["iterations"]] for u in data["users"] for c in u["credentials"]]
+    table(rows, ["user", "mechanism", "iterations"], out)
 
 
 def cmd_client(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -735,7 +777,7 @@ def _groups(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_groups_subcommands(subparsers: Any) -> None:
-    """Add ``groups`` and ``topics`` to the daemon's command parser (``kgc``'s subparsers)."""
+    """Add ``groups``, ``topics`` and ``users`` to the daemon's command parser (``kgc``'s subparsers)."""
     groups = subparsers.add_parser("groups", help="inspect and manage consumer groups (through the HTTP API)")
     gcmds = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
 
@@ -831,6 +873,24 @@ def add_groups_subcommands(subparsers: Any) -> None:
     p.add_argument("name")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="set a config (repeatable)")
     p.add_argument("--delete", action="append", metavar="NAME", help="put a config back to its default (repeatable)")
+    _common(p)
+
+    users = subparsers.add_parser("users", help="SCRAM users (through the HTTP API)")
+    ucmds = users.add_subparsers(dest="users_command", required=True, metavar="ACTION")
+    p = ucmds.add_parser("list", help="users and their SCRAM mechanisms")
+    _common(p)
+    p = ucmds.add_parser("describe", help="one user's SCRAM mechanisms")
+    p.add_argument("user")
+    _common(p)
+    p = ucmds.add_parser("set", help="create a user or set its password (rotation) for one mechanism")
+    p.add_argument("user")
+    p.add_argument("--mechanism", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"], default="SCRAM-SHA-512")
+    p.add_argument("--iterations", type=int, default=8192, help="PBKDF2 iterations, 4096..16384 (default 8192)")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from one line of stdin")
+    _common(p)
+    p = ucmds.add_parser("delete", help="delete a user's credentials (every mechanism, or --mechanism)")
+    p.add_argument("user")
+    p.add_argument("--mechanism", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"])
     _common(p)
 
 

@@ -32,6 +32,7 @@ from runtime.activity import GroupActivity
 from runtime.audit_trail import AuditTrail
 from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
+from security.users import UserStore
 
 from . import keys
 from .access import ANONYMOUS, SECURITY_HEADERS, Access, Role
@@ -39,6 +40,7 @@ from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource, MemoryHistory
 from .openapi import build_openapi, openapi_handler
 from .routes import ENDPOINTS, METRICS_PATH_ITEM, json_error, metrics_endpoint
+from .users import USER_ENDPOINTS
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,7 @@ def create_http_app(
     admin: TopicAdmin | None = None,
     lag: LagEvaluator | None = None,
     audit: AuditTrail | None = None,
+    users: UserStore | None = None,
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
@@ -183,18 +186,21 @@ def create_http_app(
         app[keys.ADMIN] = admin
     # admin actions with their actor (runtime.audit_trail); default: kept in memory only
     app[keys.AUDIT] = audit if audit is not None else AuditTrail(None, app[keys.CLOCK].now_ms)
+    # SCRAM users: the daemon's store; by default one of its own, in memory
+    app[keys.USERS] = users if users is not None else UserStore(MemoryDataLog(), app[keys.CLOCK].now_ms)
     app[keys.TOKEN] = token or ""
     app[keys.ACCESS] = access if access is not None else Access(legacy_token=token or None)
     app[keys.ROLES] = {ep.operation_id(): ep.role for ep in ENDPOINTS}
     app[keys.DEFERRED_TIMEOUT_S] = deferred_timeout_s
+    endpoints = [*ENDPOINTS, *USER_ENDPOINTS]
     doc = build_openapi(
-        ENDPOINTS,
+        endpoints,
         title="Kafka group coordinator - operator API",
         version=API_VERSION,
         extra_paths={"/metrics": METRICS_PATH_ITEM},
     )
     app[keys.OPENAPI] = doc
-    for ep in ENDPOINTS:
+    for ep in endpoints:
         app.router.add_route(ep.method, ep.path, ep.handler, name=ep.operation_id())
     app.router.add_get("/metrics", metrics_endpoint, name="metrics")
     app.router.add_get("/openapi.json", openapi_handler(doc), name="openapi")

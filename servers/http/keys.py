@@ -13,6 +13,7 @@ from runtime.audit_trail import AuditTrail
 from runtime.lag import LogView
 from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
+from security.users import UserStore
 
 from .access import Access, HttpPrincipal, Role
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
@@ -35,3 +36,4 @@ ACCESS = web.AppKey("access", Access)  # principals, roles, allowed origins (ser
 ROLES: web.AppKey[dict[str, Role]] = web.AppKey("roles")  # operation id -> the role it needs
 PRINCIPAL = web.RequestKey("principal", HttpPrincipal)  # set on each request by app.auth_middleware
 AUDIT = web.AppKey("audit", AuditTrail)  # admin actions with their actor (runtime.audit_trail)
+USERS = web.AppKey("users", UserStore)  # SCRAM users (security.users)

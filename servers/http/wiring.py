@@ -24,6 +24,7 @@ from runtime.activity import GroupActivity
 from runtime.audit_trail import AuditTrail
 from runtime.lag_evaluation import LagEvaluator
 from runtime.metrics import Metrics
+from security.users import UserStore
 
 from .access import Access
 from .app import create_http_app
@@ -54,9 +55,10 @@ class Operator:
         access: Access | None = None,
         broker: Broker | None = None,
         admin: TopicAdmin | None = None,
+        users: UserStore | None = None,
     ) -> web.Application:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
             token=token, access=access, activity=self.activity, broker=broker, admin=admin, lag=self.lag,
-            audit=self.audit,
+            audit=self.audit, users=users,
         )  # fmt: skip

@@ -9,8 +9,10 @@ again (connections already authenticated keep their session, as in Kafka, until 
 
 ``UserStore`` implements ``security.credentials.CredentialLookup`` for the SCRAM exchanges, and ``verify_plain``
 checks a PLAIN password against the same credentials (there is no second password store): it recomputes the
-StoredKey with PBKDF2, which costs milliseconds at the default 8192 iterations, so a caller on an event loop should
-run it in an executor.
+StoredKey with PBKDF2 (about 3 ms for SHA-256 and 7 ms for SHA-512 at the default 8192 iterations). A successful
+check is remembered per user as an HMAC of the password under a key drawn at start (in memory only, dropped when the
+credential changes), so a client that reconnects costs one HMAC; a wrong password always costs the full PBKDF2,
+which slows guessing. A caller on an event loop facing many distinct PLAIN logins may still run it in an executor.
 
 Alteration rules (Kafka's controller, ``ScramControlManager``), each per user, in the order users first appear:
 a user named twice in one request (deletions and upsertions together) -> DUPLICATE_RESOURCE; an empty name ->
@@ -21,6 +23,9 @@ none of its alterations applied.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -85,6 +90,9 @@ class UserStore:
         # changes appended but not yet durable, newest last: what the next alteration is validated against
         self._pending: dict[_Key, tuple[ScramCredential | None, int]] = {}
         self._sequence = 0
+        # PLAIN: per user, the StoredKey last verified and HMAC(_plain_key, password) of the password that matched it
+        self._plain_key = secrets.token_bytes(32)
+        self._plain_ok: dict[str, tuple[bytes, bytes]] = {}
 
     # ---------------------------------------------------------------------------------------------- lookups
 
@@ -97,7 +105,18 @@ class UserStore:
         creds = self._users.get(user)
         if not creds:
             return False
-        return any(password_matches(creds[m], password) for m in (SCRAM_SHA_512, SCRAM_SHA_256) if m in creds)
+        digest = hmac.new(self._plain_key, password.encode(), hashlib.sha256).digest()
+        known = self._plain_ok.get(user)
+        for mechanism in (SCRAM_SHA_512, SCRAM_SHA_256):
+            credential = creds.get(mechanism)
+            if credential is None:
+                continue
+            if known is not None and known[0] == credential.stored_key and hmac.compare_digest(known[1], digest):
+                return True
+            if password_matches(credential, password):
+                self._plain_ok[user] = (credential.stored_key, digest)
+                return True
+        return False
 
     def users(self) -> list[str]:
         return sorted(self._users)
@@ -125,6 +144,7 @@ class UserStore:
                 creds.pop(record.mechanism, None)
                 if not creds:
                     del self._users[record.user]
+                    self._plain_ok.pop(record.user, None)
 
     def _exists(self, user: str, mechanism: str) -> bool:
         pending = self._pending.get((user, mechanism))

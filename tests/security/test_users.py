@@ -217,3 +217,17 @@ def test_parse_scram_spec_kafkas_add_scram_form() -> None:
             assert "unterminated" not in str(e).replace("unterminated quoted", "")  # the password is never echoed
         else:
             raise AssertionError(f"accepted {spec!r}")
+
+
+def test_a_remembered_plain_password_is_forgotten_when_the_credential_changes() -> None:
+    log = HeldLog()
+    store = UserStore(log, lambda: 0)
+    alter(store, log, [], [upsert("gina", "old", SHA256)])
+    assert store.verify_plain("gina", "old") and store.verify_plain("gina", "old")  # the second one remembered
+    assert not store.verify_plain("gina", "old2")
+    alter(store, log, [], [upsert("gina", "new", SHA256)])  # same salt, other password: another StoredKey
+    assert not store.verify_plain("gina", "old") and store.verify_plain("gina", "new")
+    alter(store, log, [Deletion("gina", SHA256)], [])
+    assert not store.verify_plain("gina", "new")
+    alter(store, log, [], [upsert("gina", "new", SHA256)])  # re-created with the same password: verified afresh
+    assert store.verify_plain("gina", "new")

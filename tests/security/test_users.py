@@ -11,7 +11,7 @@ from typing import Any
 
 from protocol.errors import ErrorCode
 from security.credential_records import ScramCredentialDeleted, ScramCredentialSet
-from security.credentials import SCRAM_SHA_256, SCRAM_SHA_512
+from security.credentials import SCRAM_SHA_256, SCRAM_SHA_512, CredentialLookup
 from security.scram_keys import credential_from_salted, new_credential, password_matches, salted_password
 from security.users import Deletion, DescribedUser, Upsertion, UserResult, UserStore
 
@@ -77,6 +77,8 @@ def test_password_matches_only_its_own_password() -> None:
 def test_created_user_is_usable_once_durable_and_deleted_one_is_gone() -> None:
     log = HeldLog()
     store = UserStore(log, lambda: 1000)
+    lookup: CredentialLookup = store  # what the SASL exchanges take (checked by mypy on the tests too)
+    assert lookup.scram("alice", SCRAM_SHA_512) is None
     results: list[list[UserResult]] = []
     store.alter([], [upsert("alice", "pw-a")], results.append)
     assert results == [] and store.scram("alice", SCRAM_SHA_512) is None  # not durable yet: not usable

@@ -5,6 +5,7 @@ the password is the one the daemon's store checks a password against (PLAIN and 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -43,8 +44,9 @@ def test_bootstrap_user_exists_at_start(app: RunningApp) -> None:
     assert app.call(lambda: app.app.users.mechanisms("admin")) == {SCRAM_SHA_512: 8192}
 
 
-def test_kafka_python_creates_describes_rotates_and_deletes(app: RunningApp) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{app.port}")
+def test_kafka_python_creates_describes_rotates_and_deletes(app: RunningApp, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{app.port}", client_id="ops-tool")
     try:
         assert admin.alter_user_scram_credentials(
             [KpUpsertion("alice", "SCRAM-SHA-256", "alice-pw", iterations=4096),
@@ -70,6 +72,10 @@ def test_kafka_python_creates_describes_rotates_and_deletes(app: RunningApp) -> 
         assert errors["bob"] and errors["carol"] == "Too few iterations"
     finally:
         admin.close()
+    # each accepted change is an admin action in the log, with who asked; no password, and no error-level line
+    altered = [r for r in caplog.records if "SCRAM credentials of user alice altered" in r.getMessage()]
+    assert len(altered) == 2 and all(getattr(r, "client_id", None) == "ops-tool" for r in altered)
+    assert "alice-pw" not in caplog.text and not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_confluent_kafka_creates_describes_and_deletes(app: RunningApp) -> None:

@@ -125,9 +125,6 @@ class UserStore:
         """The user's mechanisms and their iterations (nothing secret)."""
         return {m: c.iterations for m, c in sorted(self._users.get(user, {}).items())}
 
-    def __len__(self) -> int:
-        return len(self._users)
-
     # ---------------------------------------------------------------------------------------------- loading
 
     def load(self, records: Iterable[CredentialRecord]) -> None:

@@ -233,3 +233,8 @@ def test_a_remembered_plain_password_is_forgotten_when_the_credential_changes() 
     assert not store.verify_plain("gina", "new")
     alter(store, log, [], [upsert("gina", "new", SHA256)])  # re-created with the same password: verified afresh
     assert store.verify_plain("gina", "new")
+
+
+def test_an_empty_store_is_still_a_store() -> None:
+    """A listener that picks ``credentials or NoCredentials()`` must keep an empty store: users come later."""
+    assert bool(UserStore(HeldLog(), lambda: 0))

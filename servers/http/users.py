@@ -16,11 +16,13 @@ from aiohttp import web
 from pydantic import BaseModel, Field, SecretStr
 
 from protocol.errors import ErrorCode
+from security.audit import Action
 from security.credentials import SCRAM_MECHANISMS, ScramCredential
 from security.scram_keys import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS, new_credential
 from security.users import UserStore
 
 from . import audit, keys
+from .access import Role
 from .models import ErrorBody
 from .openapi import Endpoint
 from .routes import json_error, parse_body, respond
@@ -107,7 +109,8 @@ async def set_user(request: web.Request) -> web.Response:
                                          body.iterations)  # fmt: skip
     await _write(store, [(name, credential)])
     audit.admin_action(request, None, "SCRAM credential %s of user %s %s through the operator API",
-                       body.mechanism, name, "created" if created else "replaced")  # fmt: skip
+                       body.mechanism, name, "created" if created else "replaced", action=Action.USER_ALTER,
+                       resource=name)  # fmt: skip
     return respond(_view(store, name), 201 if created else 200)
 
 
@@ -122,7 +125,7 @@ async def delete_user(request: web.Request) -> web.Response:
         raise json_error(404, f"user {name!r} has no {wanted or 'SCRAM'} credential")
     await _write(store, [(name, m) for m in held])
     audit.admin_action(request, None, "SCRAM credentials %s of user %s deleted through the operator API",
-                       ",".join(held), name)  # fmt: skip
+                       ",".join(held), name, action=Action.USER_DELETE, resource=name)  # fmt: skip
     return respond(UserDeleted(name=name, deleted=held))  # type: ignore[arg-type]
 
 
@@ -134,13 +137,13 @@ USER_ENDPOINTS: list[Endpoint] = [
              path_descriptions=_USER),
     Endpoint("PUT", "/v1/users/{user}", set_user, "Create a user or set its password", "users",
              {200: UserView, 201: UserView, 400: ErrorBody, 503: ErrorBody}, body=UserSet, mutating=True,
-             path_descriptions=_USER,
+             role=Role.ADMIN, path_descriptions=_USER,
              description="Kafka's AlterUserScramCredentials upsertion, with the password given to the daemon: it "
              "derives the salted credential (random salt) and stores only that, durably, before answering. 201 "
              "when the user is new. The user can authenticate at once."),
     Endpoint("DELETE", "/v1/users/{user}", delete_user, "Delete a user's credentials", "users",
              {200: UserDeleted, 400: ErrorBody, 404: ErrorBody, 503: ErrorBody}, query=UserDeleteQuery,
-             mutating=True, path_descriptions=_USER,
+             mutating=True, role=Role.ADMIN, path_descriptions=_USER,
              description="Kafka's AlterUserScramCredentials deletion: every mechanism of the user, or only "
              "?mechanism=. The user cannot authenticate with it again."),
 ]  # fmt: skip

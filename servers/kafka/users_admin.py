@@ -17,10 +17,13 @@ from typing import Any
 
 from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
+from security.acls import AclOperation
+from security.audit import Action
 from security.users import Deletion, Upsertion, UserResult, UserStore
 
 from . import audit
 from ._util import response_cls, then
+from .acls import cluster_allowed
 from .build import build
 from .context import RequestContext, Services
 
@@ -32,6 +35,9 @@ def _users(services: Services) -> UserStore:
 
 
 def handle_describe_user_scram_credentials(services: Services, ctx: RequestContext, body: Any) -> Any:
+    if not cluster_allowed(services, ctx, AclOperation.DESCRIBE):  # Kafka: Describe on the cluster
+        ctx.error = ErrorCode.cluster_authorization_failed
+        return build(response_cls(ctx), {"error_code": ctx.error, "error_message": None, "results": []})
     names = None if body.users is None else [u.name for u in body.users]
     results = []
     for d in _users(services).describe(names):
@@ -49,6 +55,11 @@ def handle_describe_user_scram_credentials(services: Services, ctx: RequestConte
 
 
 def handle_alter_user_scram_credentials(services: Services, ctx: RequestContext, body: Any) -> Any:
+    if not cluster_allowed(services, ctx, AclOperation.ALTER):  # Kafka: Alter on the cluster, per user's result
+        ctx.error = ErrorCode.cluster_authorization_failed
+        names = dict.fromkeys([*(d.name for d in body.deletions), *(u.name for u in body.upsertions)])
+        rows = [{"user": n, "error_code": ctx.error, "error_message": None} for n in names]
+        return build(response_cls(ctx), {"results": rows})
     deletions = [Deletion(d.name, int(d.mechanism)) for d in body.deletions]
     upsertions = [
         Upsertion(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
@@ -64,7 +75,13 @@ def handle_alter_user_scram_credentials(services: Services, ctx: RequestContext,
                     ctx.error = r.error
             else:
                 audit.admin_action(
-                    ctx, None, "SCRAM credentials of user %s altered (AlterUserScramCredentials)", r.user
+                    ctx,
+                    None,
+                    "SCRAM credentials of user %s altered (AlterUserScramCredentials)",
+                    r.user,
+                    services=services,
+                    action=Action.USER_ALTER,
+                    resource=r.user,
                 )
         rows = [{"user": r.user, "error_code": r.error, "error_message": r.message} for r in results]
         return build(response_cls(ctx), {"results": rows})

@@ -1,0 +1,90 @@
+"""SASL mechanisms as a per-connection exchange: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (``security.scram``).
+
+``SaslExchange.step`` takes the client's token (what SaslAuthenticate carries) and returns the server's answer; when
+``complete`` is set, ``user`` is who authenticated. Any failure raises ``SaslError`` (the listener answers
+SASL_AUTHENTICATION_FAILED and closes the connection, as Kafka does). PLAIN checks the password against the user's
+SCRAM credential (SHA-512 first, then SHA-256), so there is no second password store; a PLAIN check costs one PBKDF2
+of the credential's iteration count.
+"""
+
+from __future__ import annotations
+
+from security.credentials import SCRAM_MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512, CredentialLookup, ScramCredential
+from security.scram import ScramError, ScramServer, derive, verify_password
+
+PLAIN = "PLAIN"
+MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+MAX_PLAIN_FIELD = 255  # Kafka's PlainSaslServer has no limit; user names and passwords are short
+
+
+class SaslError(Exception):
+    """Authentication failed; the message is safe to send to the client (it does not tell user from password)."""
+
+
+class SaslExchange:
+    """One authentication on one connection with one mechanism."""
+
+    def __init__(self, mechanism: str, credentials: CredentialLookup) -> None:
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"unsupported SASL mechanism {mechanism!r}")
+        self.mechanism = mechanism
+        self.credentials = credentials
+        self.complete = False
+        self.user: str | None = None
+        self._scram = ScramServer(mechanism, credentials) if mechanism != PLAIN else None
+        self._round = 0
+
+    def step(self, token: bytes) -> bytes:
+        if self.complete:
+            raise SaslError("authentication already complete")
+        if self._scram is None:
+            return self._plain(token)
+        try:
+            if self._round == 0:
+                self._round = 1
+                return self._scram.first(token)
+            answer = self._scram.final(token)
+        except ScramError as exc:
+            raise SaslError(str(exc)) from None
+        self.complete = True
+        self.user = self._scram.user
+        return answer
+
+    def _plain(self, token: bytes) -> bytes:
+        parts = token.split(b"\x00")
+        if len(parts) != 3:
+            raise SaslError("invalid PLAIN message: expected authzid NUL user NUL password")
+        try:
+            authzid, user, password = (part.decode() for part in parts)
+        except UnicodeDecodeError:
+            raise SaslError("invalid PLAIN message: not UTF-8") from None
+        if not user or not password:
+            raise SaslError("invalid PLAIN message: empty user name or password")
+        if authzid and authzid != user:
+            raise SaslError("authentication failed: authorization id must be the user name")
+        for mechanism in (SCRAM_SHA_512, SCRAM_SHA_256):
+            credential = self.credentials.scram(user, mechanism)
+            if credential is not None:
+                if verify_password(credential, password):
+                    self.complete = True
+                    self.user = user
+                    return b""
+                break
+        raise SaslError("authentication failed: invalid username or password")
+
+
+class StaticCredentials:
+    """An in-memory ``CredentialLookup`` (tests, and a daemon with no credential store): user -> mechanism ->
+    credential."""
+
+    def __init__(self) -> None:
+        self._users: dict[str, dict[str, ScramCredential]] = {}
+
+    def add(self, user: str, password: str, iterations: int = 4096) -> None:
+        self._users[user] = {m: derive(m, password, iterations=iterations) for m in SCRAM_MECHANISMS}
+
+    def remove(self, user: str) -> None:
+        self._users.pop(user, None)
+
+    def scram(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._users.get(user, {}).get(mechanism)

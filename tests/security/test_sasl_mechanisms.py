@@ -1,0 +1,112 @@
+"""The pure SASL server side: SCRAM against RFC 7677's test vector and kafka-python's own SCRAM client, PLAIN
+against the SCRAM credentials, and the failures that must answer SASL_AUTHENTICATION_FAILED."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from kafka.net.sasl.scram import ScramClient
+
+from security.credentials import SCRAM_SHA_256, SCRAM_SHA_512
+from security.sasl import PLAIN, SaslError, SaslExchange, StaticCredentials
+from security.scram import ScramError, ScramServer, derive
+
+
+class OneUser:
+    def __init__(self, user: str, password: str, salt: bytes | None = None) -> None:
+        self.user = user
+        self.creds = {m: derive(m, password, salt) for m in (SCRAM_SHA_256, SCRAM_SHA_512)}
+
+    def scram(self, user: str, mechanism: str):  # type: ignore[no-untyped-def]
+        return self.creds[mechanism] if user == self.user else None
+
+
+def test_rfc7677_test_vector() -> None:
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    server = ScramServer(SCRAM_SHA_256, OneUser("user", "pencil", salt), nonce=lambda: "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
+    first = server.first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+    assert first == b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    final = server.final(
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    assert server.user == "user"
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_kafka_python_scram_client_authenticates(mechanism: str) -> None:
+    exchange = SaslExchange(mechanism, OneUser("alice", "s3cret"))
+    client = ScramClient("alice", "s3cret", mechanism)
+    server_first = exchange.step(client.first_message())
+    client.process_server_first_message(server_first)
+    server_final = exchange.step(client.final_message())
+    client.process_server_final_message(server_final)  # raises if the server signature is wrong
+    assert exchange.complete and exchange.user == "alice"
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_scram_wrong_password_fails(mechanism: str) -> None:
+    exchange = SaslExchange(mechanism, OneUser("alice", "s3cret"))
+    client = ScramClient("alice", "wrong", mechanism)
+    client.process_server_first_message(exchange.step(client.first_message()))
+    with pytest.raises(SaslError, match="invalid credentials"):
+        exchange.step(client.final_message())
+    assert not exchange.complete and exchange.user is None
+
+
+def test_scram_unknown_user_fails_at_first_message() -> None:
+    exchange = SaslExchange(SCRAM_SHA_512, OneUser("alice", "s3cret"))
+    with pytest.raises(SaslError):
+        exchange.step(ScramClient("mallory", "x", SCRAM_SHA_512).first_message())
+
+
+@pytest.mark.parametrize(
+    "message",
+    [b"", b"garbage", b"p=tls-unique,,n=a,r=x", b"n,,r=x,n=alice", b"n,a=bob,n=alice,r=x", b"n,,n=al=ZZice,r=x",
+     b"\xff\xfe", b"n,,n=alice,r=x,tokenauth=true"],
+)  # fmt: skip
+def test_scram_bad_first_messages(message: bytes) -> None:
+    with pytest.raises(ScramError):
+        ScramServer(SCRAM_SHA_256, OneUser("alice", "s3cret")).first(message)
+
+
+def test_scram_final_with_wrong_nonce_or_binding_fails() -> None:
+    server = ScramServer(SCRAM_SHA_256, OneUser("alice", "s3cret"), nonce=lambda: "S")
+    server.first(b"n,,n=alice,r=C")
+    with pytest.raises(ScramError, match="nonce"):
+        server.final(b"c=biws,r=CX,p=AAAA")
+    with pytest.raises(ScramError, match="binding"):
+        server.final(b"c=eSws,r=CS,p=AAAA")
+    with pytest.raises(ScramError):
+        server.final(b"c=biws,r=CS,p=not base64!")
+
+
+def test_scram_escaped_user_name() -> None:
+    server = ScramServer(SCRAM_SHA_256, OneUser("a,b=c", "pw"))
+    assert server.first(b"n,,n=a=2Cb=3Dc,r=x").startswith(b"r=x")
+
+
+def test_plain_verifies_against_scram_credentials() -> None:
+    creds = StaticCredentials()
+    creds.add("alice", "s3cret")
+    ok = SaslExchange(PLAIN, creds)
+    assert ok.step(b"\x00alice\x00s3cret") == b""
+    assert ok.complete and ok.user == "alice"
+    assert SaslExchange(PLAIN, creds).step(b"alice\x00alice\x00s3cret") == b""
+    for token in (b"\x00alice\x00wrong", b"\x00bob\x00s3cret", b"bob\x00alice\x00s3cret", b"alice\x00s3cret",
+                  b"\x00alice\x00", b"\x00\x00x"):  # fmt: skip
+        with pytest.raises(SaslError):
+            SaslExchange(PLAIN, creds).step(token)
+    creds.remove("alice")
+    with pytest.raises(SaslError):
+        SaslExchange(PLAIN, creds).step(b"\x00alice\x00s3cret")
+
+
+def test_exchange_cannot_continue_after_completion() -> None:
+    creds = StaticCredentials()
+    creds.add("alice", "pw")
+    exchange = SaslExchange(PLAIN, creds)
+    exchange.step(b"\x00alice\x00pw")
+    with pytest.raises(SaslError):
+        exchange.step(b"\x00alice\x00pw")

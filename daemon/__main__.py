@@ -154,6 +154,8 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGHUP, app.reload_tls)  # TLS certificate rotation without a restart
     await app.run_until(stop, on_ready=lambda: tune_gc(settings.runtime.gc_gen0_threshold))
 
 

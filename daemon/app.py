@@ -23,6 +23,7 @@ from broker.topics import TopicRegistry
 from coordinator.clock import Clock, SystemClock
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.record_log import MemoryLog
+from daemon.listeners import advertise, build_servers
 from daemon.log_retention import run_log_retention
 from daemon.settings import HttpSettings, Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -36,6 +37,7 @@ from runtime.metrics import Metrics
 from runtime.offsets_topic import OffsetsTopicRenderer, render_state
 from runtime.record_stream import RecordStream
 from security.acls import Authorizer
+from security.credentials import CredentialLookup
 from security.scram_keys import new_credential
 from security.users import UserStore
 from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
@@ -45,7 +47,6 @@ from servers.http.storage_history import StorageHistory
 from servers.http.wiring import Operator
 from servers.kafka import Node, Services
 from servers.kafka.context import BatchSource
-from servers.kafka.listener import KafkaServer
 
 if TYPE_CHECKING:  # storage is imported only when a database is configured (App.open)
     from storage.durable_log import DurableLog
@@ -85,6 +86,7 @@ class App:
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         data: StoredData | None = None,
+        credentials: CredentialLookup | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -175,20 +177,14 @@ class App:
             audit=self.audit,
             users=self.users,
         )
-        self.server = KafkaServer(
-            self.services,
-            host=k.host,
-            port=k.port,
-            max_frame_size=k.max_frame_size,
-            max_inflight=k.max_inflight,
-            queued_max_request_bytes=k.queued_max_request_bytes,
-            connections_max_idle_ms=k.connections_max_idle_ms,
-            max_connections=k.max_connections,
-            max_connections_per_ip=k.max_connections_per_ip,
-            max_connections_per_ip_overrides=k.max_connections_per_ip_overrides,
-        )
+        # One KafkaServer per listener (daemon/listeners.py), each with its own copy of the services (its node);
+        # ``server`` is the first (``port``, the connection metrics). SASL looks users up in ``credentials``.
+        self.credentials = credentials
+        self.listeners, self.tls = build_servers(settings, self.services, credentials)
+        self.server = self.listeners[0][1]
         server = self.server
-        self.metrics.count_untimed_requests(int(ApiKey.HEARTBEAT), lambda: server.untimed_heartbeats)
+        servers = [s for _, s in self.listeners]
+        self.metrics.count_untimed_requests(int(ApiKey.HEARTBEAT), lambda: sum(s.untimed_heartbeats for s in servers))
         self.metrics.watch_connections(server.stats)
         self.loaded = False
         self.http: HttpServer | None = None
@@ -293,10 +289,13 @@ class App:
         self._start_history_pruning()
         interval_ms = self.settings.topics.log_retention_check_interval_ms
         self._background.append(asyncio.get_running_loop().create_task(run_log_retention(self.broker, interval_ms)))
-        await self.server.start()
         k = self.settings.kafka
-        host, port = k.advertised(self.server.bound_port)
-        self.services.node = Node(k.node_id, host, port, k.cluster_id)
+        for spec, listener in self.listeners:
+            await listener.start()
+            advertise(spec, listener, self.settings)
+        assert self.server.node is not None
+        self.services.node = self.server.node  # the first listener's, for what has no request (HTTP, logs)
+        host, port = self.server.node.host, self.server.node.port
         log.info(
             "coordinator ready node_id=%d advertised=%s:%d http=%s topics=%d replayed=%d storage=%s",
             k.node_id, host, port, self.settings.http.listen or "off", len(self.topics), replayed,
@@ -356,8 +355,22 @@ class App:
         prune = self.record_log.run_history_pruning(retention_ms, s.history_prune_interval_s)
         self._background.append(asyncio.get_running_loop().create_task(prune))
 
+    def reload_tls(self) -> None:
+        """SIGHUP: re-read the TLS key, certificate chain and CA files (``servers.kafka.tls``); a file that does not
+        load is logged and the certificates in use stay."""
+        if self.tls is None:
+            log.info("SIGHUP: no SSL listener, nothing to reload")
+            return
+        try:
+            self.tls.reload()
+        except ValueError as exc:
+            log.error("SIGHUP: TLS reload failed, the certificates in use stay: %s", exc)
+            return
+        log.info("SIGHUP: TLS key and certificates reloaded")
+
     async def stop(self) -> None:
-        await self.server.stop()
+        for _, listener in self.listeners:
+            await listener.stop()
         self.timer.cancel_all()
         for task in self._background:
             task.cancel()

@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from broker.topics import is_internal_topic
 from coordinator.config import GroupConfig
+from daemon.listener_settings import LISTENER_KAFKA_NAMES, ListenersSettings
 from security.users import parse_scram_spec
 
 # Kafka setting name -> (section, field). Values are converted by the field's type (minutes stay minutes).
@@ -57,6 +58,7 @@ KAFKA_NAMES: dict[str, tuple[str, str]] = {
     "authorizer.enabled": ("authorizer", "enabled"),
     "super.users": ("authorizer", "super_users"),
     "allow.everyone.if.no.acl.found": ("authorizer", "allow_everyone_if_no_acl_found"),
+    **LISTENER_KAFKA_NAMES,  # listeners, advertised.listeners, ssl.*, sasl.enabled.mechanisms, ...
 }
 
 
@@ -437,6 +439,7 @@ class Settings(BaseSettings):
     lag: LagSettings = Field(default_factory=LagSettings)
     authorizer: AuthorizerSettings = Field(default_factory=AuthorizerSettings)
     users: UserSettings = Field(default_factory=UserSettings)
+    listeners: ListenersSettings = Field(default_factory=ListenersSettings)  # daemon/listener_settings.py
 
     @classmethod
     def settings_customise_sources(

@@ -43,6 +43,7 @@ class ApiKey(IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -90,6 +91,9 @@ SUPPORTED_VERSIONS: Final[MappingProxyType[int, tuple[int, int]]] = MappingProxy
         # SCRAM credentials (KIP-554, servers/kafka/users_admin.py)
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+        # SASL (servers/kafka/sasl.py): SaslHandshake v0 (raw tokens, dropped by Kafka 4) is not served.
+        ApiKey.SASL_HANDSHAKE: (1, 1),
+        ApiKey.SASL_AUTHENTICATE: (0, 2),
     }
 )
 

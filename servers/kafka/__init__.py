@@ -18,6 +18,7 @@ from .metadata import handle_metadata
 from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .partitions import handle_fetch, handle_list_offsets
 from .produce import handle_produce
+from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .topics_admin import (
     handle_alter_configs,
     handle_create_partitions,
@@ -63,6 +64,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,  # ILLEGAL_SASL_STATE; a SASL listener answers in sasl.SaslState
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }
 
 __all__ = ["HANDLERS", "CoordinatorApi", "Handler", "Node", "RequestContext", "Services"]

@@ -35,6 +35,9 @@ class RequestContext:
     # Who sent it (Kafka's KafkaPrincipal as "<type>:<name>"): User:ANONYMOUS until the connection authenticates
     # (SASL, or an mTLS client certificate); the authorizer checks ACLs against it, the audit records it.
     principal: str = "User:ANONYMOUS"
+    # This node as the listener the request came in on advertises it (``listeners``); None: ``Services.node``.
+    # Metadata, FindCoordinator and DescribeCluster answer with it (``node_of``).
+    node: Node | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,11 @@ class Node:
     port: int
     cluster_id: str = "kgc-cluster"
     rack: str | None = None
+
+
+def node_of(services: Services, ctx: RequestContext) -> Node:
+    """The node a client is told about: the one of the listener it came in on."""
+    return ctx.node or services.node
 
 
 class CoordinatorApi(Protocol):

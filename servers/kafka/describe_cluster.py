@@ -20,7 +20,7 @@ from protocol.errors import ErrorCode
 from ._util import response_cls
 from .authorized import CLUSTER_OPERATIONS, NOT_REQUESTED
 from .build import build
-from .context import RequestContext, Services
+from .context import RequestContext, Services, node_of
 
 BROKERS, CONTROLLERS = 1, 2  # Kafka's EndpointType ids
 
@@ -29,7 +29,7 @@ def handle_describe_cluster(services: Services, ctx: RequestContext, body: Any) 
     endpoint_type = int(getattr(body, "endpoint_type", BROKERS))
     if endpoint_type != BROKERS:
         return build(response_cls(ctx), _refused(endpoint_type))
-    node = services.node
+    node = node_of(services, ctx)
     broker = {"broker_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack, "is_fenced": False}
     return build(
         response_cls(ctx),

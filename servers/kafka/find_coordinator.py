@@ -19,7 +19,7 @@ from . import sliced
 from ._util import response_cls
 from .acls import allowed
 from .build import build
-from .context import RequestContext, Services
+from .context import RequestContext, Services, node_of
 
 _GROUP, _TRANSACTION, _SHARE = 0, 1, 2
 
@@ -34,8 +34,8 @@ def _key_error(key_type: int, version: int) -> ErrorCode:
     return ErrorCode.invalid_request
 
 
-def _entry(services: Services, key: str, error: ErrorCode) -> dict[str, Any]:
-    node = services.node
+def _entry(services: Services, ctx: RequestContext, key: str, error: ErrorCode) -> dict[str, Any]:
+    node = node_of(services, ctx)
     if error is ErrorCode.none:
         return {
             "key": key,
@@ -69,12 +69,12 @@ def handle_find_coordinator(services: Services, ctx: RequestContext, body: Any) 
             ctx.error = error.value  # every key has the same error (no top-level one from v4), for the metrics
 
         def entry(key: str) -> dict[str, Any]:
-            return _entry(services, key, _group_denied(services, ctx, key_type, key) or error)
+            return _entry(services, ctx, key, _group_denied(services, ctx, key_type, key) or error)
 
         if len(keys) > sliced.SLICE:  # a frame can carry millions of keys: encoded between other work
             return sliced.sliced_frame(ctx, {}, "coordinators", keys, entry)
         return build(cls, {"coordinators": [entry(key) for key in keys]})
-    return build(cls, _entry(services, body.key, _group_denied(services, ctx, key_type, body.key) or error))
+    return build(cls, _entry(services, ctx, body.key, _group_denied(services, ctx, key_type, body.key) or error))
 
 
 def _group_denied(services: Services, ctx: RequestContext, key_type: int, key: str) -> ErrorCode | None:

@@ -53,10 +53,12 @@ from protocol.framing import FrameDecoder
 from protocol.responses import invalid_request_frame, unsupported_response_frame
 from runtime.metrics import ConnectionStats
 from security.acls import AclOperation, ResourceType
-from servers.kafka import HANDLERS, RequestContext, Services
+from servers.kafka import HANDLERS, Node, RequestContext, Services
 from servers.kafka._util import DeferredAnswer
 from servers.kafka.audit import refused, refused_request
 from servers.kafka.errors import error_body
+from servers.kafka.sasl import SaslConfig, SaslState
+from servers.kafka.tls import TlsContext
 
 log = logging.getLogger("servers.kafka.listener")
 
@@ -158,6 +160,8 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.client_host = "/unknown"
         self.principal = "User:ANONYMOUS"  # set once the connection authenticates (RequestContext.principal)
+        # SASL listeners: the connection's authentication state (servers.kafka.sasl); None on PLAINTEXT and SSL
+        self.sasl = SaslState(server.sasl) if server.sasl is not None else None
         self.decoder = FrameDecoder(server.max_frame_size)
         self.slots: deque[Slot] = deque()
         self.backlog: deque[bytes] = deque()  # decoded frames not dispatched yet (at the in-flight limit)
@@ -203,6 +207,13 @@ class Connection(asyncio.Protocol):
         self.server.open_connections.add(self)
         self.server._track_idle(self)
         log.debug("connection opened %s", self.peer)
+        tls = self.server.tls
+        if tls is not None and self.sasl is None:  # SSL: the client certificate's principal (SASL_SSL: SASL's)
+            try:
+                self.principal = tls.principal(transport.get_extra_info("ssl_object"))
+            except ValueError as exc:  # security.principals.NoMatchingRule: Kafka fails the authentication
+                log.info("closing connection %s: %s", self.peer, exc, extra={"throttle": ("ssl-principal",)})
+                self._finish("authentication")
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -363,6 +374,16 @@ class Connection(asyncio.Protocol):
         except Exception:  # a bug in our codec (the fuzzer finds none): it must not take the server down either
             log.exception("closing connection %s: undecodable frame", self.peer, extra={"throttle": ("codec-bug",)})
             return False
+        sasl = self.sasl
+        if sasl is not None and not sasl.passes(request.header.api_key, _now()):
+            sasl_frame, close = sasl.answer(request, _now())
+            if sasl_frame is not None:
+                self._push(sasl_frame)
+            if sasl.principal is not None:
+                self.principal = sasl.principal
+            if close is not None:
+                self._finish(close)  # after the answer (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM)
+            return True
         self._push(self.server.handle(request, self.client_host, self.principal))
         return True
 
@@ -540,8 +561,16 @@ class KafkaServer:
         max_connections: int = UNLIMITED_CONNECTIONS,
         max_connections_per_ip: int = UNLIMITED_CONNECTIONS,
         max_connections_per_ip_overrides: dict[str, int] | None = None,
+        name: str = "PLAINTEXT",
+        tls: TlsContext | None = None,
+        sasl: SaslConfig | None = None,
     ) -> None:
         self.services = services
+        # The listener (``listeners``): its name, TLS context (SSL, SASL_SSL) and SASL settings (SASL_*).
+        self.name = name
+        self.node: Node | None = None  # this listener's advertised address once bound (RequestContext.node)
+        self.tls = tls
+        self.sasl = sasl
         self.host = host
         self.port = port
         self.max_frame_size = max_frame_size
@@ -595,10 +624,15 @@ class KafkaServer:
         # A listen backlog of LISTEN_BACKLOG (asyncio's default is 100): a burst of connects (clients restarting
         # together) waits in the kernel's queue instead of having its SYNs dropped and retried a second later.
         self._server = await loop.create_server(
-            self._new_protocol, self.host or None, self.port, reuse_address=True, backlog=LISTEN_BACKLOG
+            self._new_protocol,
+            self.host or None,
+            self.port,
+            reuse_address=True,
+            backlog=LISTEN_BACKLOG,
+            ssl=self.tls.context if self.tls is not None else None,
         )
         self._idle_handle = loop.call_later(self._idle_tick(), self._sweep_idle)
-        log.info("kafka listener started host=%s port=%d", self.host, self.bound_port)
+        log.info("kafka listener %s started host=%s port=%d", self.name, self.host, self.bound_port)
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection (deferred requests are dropped with them)."""
@@ -788,6 +822,7 @@ class KafkaServer:
             header.client_id or "",
             client_host,
             principal=principal,
+            node=self.node,
         )
         observe = self.services.observe_request
         started = perf_counter() if observe is not None else 0.0

@@ -44,7 +44,7 @@ from ._util import response_cls
 from .acls import allowed, cluster_allowed
 from .authorized import NOT_REQUESTED
 from .build import build
-from .context import Node, RequestContext, Services
+from .context import Node, RequestContext, Services, node_of
 
 _NULL_UUID = uuid.UUID(int=0)
 SLICE_SECONDS = 0.005  # longest an encoding step runs before it yields to the event loop
@@ -280,7 +280,7 @@ def _requested(
     """The entries answering a request that names topics, and whether it is an invalid request (v10-11 ids);
     yields every ``SLICE_SECONDS`` (a request can name hundreds of thousands of topics)."""
     registry = services.topics
-    node_id = services.node.node_id
+    node_id = node_of(services, ctx).node_id
     version = ctx.api_version
     requested = body.topics
     items: list[Topic | bytes] = []
@@ -343,7 +343,7 @@ def _requested(
 
 def _named(services: Services, ctx: RequestContext, body: Any, cache: _Encoded) -> Generator[None, None, bytes]:
     items, invalid = yield from _requested(services, ctx, body, FAMILY[ctx.api_version])
-    return (yield from _answer(cache, services.topics, ctx, services.node, items, invalid))
+    return (yield from _answer(cache, services.topics, ctx, node_of(services, ctx), items, invalid))
 
 
 def handle_metadata(services: Services, ctx: RequestContext, body: Any) -> Any:
@@ -352,7 +352,7 @@ def handle_metadata(services: Services, ctx: RequestContext, body: Any) -> Any:
     requested = body.topics
     if requested is None or (ctx.api_version == 0 and not requested):
         if not services.authorizer.enabled:
-            return _every_topic(cache, registry, ctx, services.node)
+            return _every_topic(cache, registry, ctx, node_of(services, ctx))
         # ACLs: every topic the principal may describe, answered as if it had named them (no shared answer)
         named = [
             SimpleNamespace(name=t.name, topic_id=None)

@@ -82,6 +82,12 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, Fin
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kio.serial._serialize import get_field_writer
 from kio.serial.writers import write_unsigned_varint
 
@@ -121,6 +127,8 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     31: (DeleteAclsRequest, DeleteAclsResponse),
     50: (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
     51: (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+    17: (SaslHandshakeRequest, SaslHandshakeResponse),
+    36: (SaslAuthenticateRequest, SaslAuthenticateResponse),
 }
 
 _ERRORS = [

@@ -37,6 +37,8 @@ SPEC = {
     "DeleteAcls": (31, 1, 3),
     "DescribeUserScramCredentials": (50, 0, 0),
     "AlterUserScramCredentials": (51, 0, 0),
+    "SaslHandshake": (17, 1, 1),
+    "SaslAuthenticate": (36, 0, 2),
 }
 
 
@@ -92,7 +94,7 @@ def test_is_supported_bounds(key: int, lo: int, hi: int) -> None:
     assert not is_supported(key, hi + 1)
 
 
-@pytest.mark.parametrize("key", [26, ApiKey.SASL_HANDSHAKE, ApiKey.CONSUMER_GROUP_HEARTBEAT, 999, -1])
+@pytest.mark.parametrize("key", [26, ApiKey.CONSUMER_GROUP_HEARTBEAT, 999, -1])
 def test_unserved_keys_are_unsupported(key: int) -> None:
     assert not any(is_supported(key, v) for v in range(0, 20))
 

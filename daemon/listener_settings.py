@@ -1,0 +1,194 @@
+"""Listeners, TLS and SASL settings (section ``[listeners]``, Kafka's names; ``docs/security.md``).
+
+``listeners`` is Kafka's list of ``NAME://HOST:PORT`` (``PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094``); each
+name's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) comes from ``listener.security.protocol.map``
+(default: each of the four names is its own protocol). ``advertised.listeners`` gives, per listener name, the
+address clients are told (Metadata, FindCoordinator, DescribeCluster answer with the one of the listener the client
+came in on); a listener not in it advertises its own address (this machine's name for a wildcard host, the bound
+port for port 0). When ``listeners`` is empty the daemon has the one PLAINTEXT listener of ``[kafka] host/port``
+(``--kafka-listen``, the shorthand) advertised as ``[kafka] advertised_host/port`` (``--advertise``), as before.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from security.principals import parse_rules
+from security.sasl import MECHANISMS
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:\[\]]*):(\d+)$")
+
+# Kafka name -> field of the ``listeners`` section (merged into ``daemon.settings.KAFKA_NAMES``).
+LISTENER_KAFKA_NAMES: dict[str, tuple[str, str]] = {
+    "listeners": ("listeners", "listeners"),
+    "advertised.listeners": ("listeners", "advertised_listeners"),
+    "listener.security.protocol.map": ("listeners", "security_protocol_map"),
+    "sasl.enabled.mechanisms": ("listeners", "sasl_enabled_mechanisms"),
+    "connections.max.reauth.ms": ("listeners", "connections_max_reauth_ms"),
+    "ssl.keystore.type": ("listeners", "ssl_keystore_type"),
+    "ssl.keystore.location": ("listeners", "ssl_keystore_location"),
+    "ssl.keystore.certificate.chain": ("listeners", "ssl_keystore_certificate_chain"),
+    "ssl.keystore.key": ("listeners", "ssl_keystore_key"),
+    "ssl.key.password": ("listeners", "ssl_key_password"),
+    "ssl.truststore.type": ("listeners", "ssl_truststore_type"),
+    "ssl.truststore.location": ("listeners", "ssl_truststore_location"),
+    "ssl.truststore.certificates": ("listeners", "ssl_truststore_certificates"),
+    "ssl.client.auth": ("listeners", "ssl_client_auth"),
+    "ssl.enabled.protocols": ("listeners", "ssl_enabled_protocols"),
+    "ssl.cipher.suites": ("listeners", "ssl_cipher_suites"),
+    "ssl.principal.mapping.rules": ("listeners", "ssl_principal_mapping_rules"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    name: str
+    protocol: str  # one of SECURITY_PROTOCOLS
+    host: str
+    port: int
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    def advertised(self, bound_port: int) -> tuple[str, int]:
+        host = self.advertised_host
+        if not host:
+            host = self.host if self.host not in ("", "0.0.0.0", "::") else socket.getfqdn()
+        return host, self.advertised_port or bound_port
+
+
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def parse_endpoints(value: str, what: str) -> list[tuple[str, str, int]]:
+    """``NAME://HOST:PORT,...`` -> [(NAME, host, port)]; raises ``ValueError`` naming ``what``."""
+    endpoints = []
+    for item in _split(value):
+        match = _LISTENER.match(item)
+        if match is None:
+            raise ValueError(f"{what}: expected NAME://HOST:PORT, got {item!r}")
+        port = int(match.group(3))
+        if port > 65535:
+            raise ValueError(f"{what}: port out of range in {item!r}")
+        endpoints.append((match.group(1).upper(), match.group(2).strip("[]"), port))
+    return endpoints
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    mapping = {}
+    for item in _split(value):
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"listener.security.protocol.map: expected NAME:{'|'.join(SECURITY_PROTOCOLS)}, got {item!r}"
+            )
+        mapping[name.strip().upper()] = protocol
+    return mapping
+
+
+class ListenersSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    listeners: str = ""  # empty: one PLAINTEXT listener on [kafka] host:port
+    advertised_listeners: str = ""
+    security_protocol_map: str = DEFAULT_PROTOCOL_MAP
+    # SASL (SASL_PLAINTEXT, SASL_SSL listeners). Kafka's default is GSSAPI, which is not served; PLAIN sends the
+    # password itself, so it must be enabled explicitly (and belongs on SASL_SSL).
+    sasl_enabled_mechanisms: str = "SCRAM-SHA-256,SCRAM-SHA-512"
+    connections_max_reauth_ms: int = Field(default=0, ge=0)  # KIP-368; 0: sessions do not expire
+    # TLS (SSL, SASL_SSL listeners), PEM only.
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str | None = None
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_keystore_key: str | None = None
+    ssl_key_password: str | None = None
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str | None = None
+    ssl_truststore_certificates: str | None = None
+    ssl_client_auth: str = "none"  # required | requested | none
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    ssl_cipher_suites: str | None = None
+    ssl_principal_mapping_rules: str = "DEFAULT"
+
+    @field_validator("ssl_keystore_type", "ssl_truststore_type")
+    @classmethod
+    def _pem_only(cls, value: str) -> str:
+        if value.upper() != "PEM":
+            raise ValueError("only PEM is supported (ssl.keystore.type / ssl.truststore.type)")
+        return "PEM"
+
+    @field_validator("ssl_client_auth")
+    @classmethod
+    def _client_auth(cls, value: str) -> str:
+        if value.lower() not in ("required", "requested", "none"):
+            raise ValueError("ssl.client.auth must be required, requested or none")
+        return value.lower()
+
+    @field_validator("sasl_enabled_mechanisms")
+    @classmethod
+    def _mechanisms(cls, value: str) -> str:
+        for mechanism in _split(value):
+            if mechanism not in MECHANISMS:
+                raise ValueError(f"sasl.enabled.mechanisms: {mechanism!r} is not supported ({', '.join(MECHANISMS)})")
+        return value
+
+    @field_validator("ssl_principal_mapping_rules")
+    @classmethod
+    def _rules(cls, value: str) -> str:
+        parse_rules(value)
+        return value
+
+    @field_validator("security_protocol_map")
+    @classmethod
+    def _protocol_map(cls, value: str) -> str:
+        parse_protocol_map(value)
+        return value
+
+    @field_validator("listeners", "advertised_listeners")
+    @classmethod
+    def _endpoints(cls, value: str) -> str:
+        parse_endpoints(value, "listeners")
+        return value
+
+    @property
+    def mechanisms(self) -> tuple[str, ...]:
+        return tuple(_split(self.sasl_enabled_mechanisms))
+
+    def specs(
+        self, default_host: str, default_port: int, default_advertised: tuple[str | None, int | None]
+    ) -> list[ListenerSpec]:
+        """The listeners to open, first the one ``App.port`` reports. Raises ``ValueError`` on an inconsistent
+        configuration (unknown name, duplicate name or port, advertised name that is not a listener)."""
+        if not self.listeners:
+            return [ListenerSpec("PLAINTEXT", "PLAINTEXT", default_host, default_port, *default_advertised)]
+        protocols = parse_protocol_map(self.security_protocol_map)
+        advertised = {name: (host, port) for name, host, port in parse_endpoints(self.advertised_listeners, "x")}
+        specs: list[ListenerSpec] = []
+        for name, host, port in parse_endpoints(self.listeners, "listeners"):
+            protocol = protocols.get(name)
+            if protocol is None:
+                raise ValueError(f"listeners: {name} is not in listener.security.protocol.map")
+            if any(s.name == name for s in specs):
+                raise ValueError(f"listeners: {name} is given twice")
+            if port and any(s.port == port and s.host == host for s in specs):
+                raise ValueError(f"listeners: port {port} is given twice")
+            adv_host, adv_port = advertised.pop(name, (None, None))
+            specs.append(ListenerSpec(name, protocol, host, port, adv_host or None, adv_port or None))
+        if advertised:
+            raise ValueError(f"advertised.listeners: {', '.join(advertised)} not in listeners")
+        return specs

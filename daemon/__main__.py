@@ -190,8 +190,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # A fatal signal (SIGSEGV, SIGBUS from a mapped file, SIGABRT from native code) cannot be caught, but it must not
     # kill the daemon without a word: Python writes the signal and every thread's stack to stderr first.
     faulthandler.enable()
+    from daemon.listener_settings import ListenerConfigError
+    from servers.kafka.tls import TlsConfigError
+
     try:
         _run(serve(settings))
+    except (ListenerConfigError, TlsConfigError) as exc:  # found when the listeners are built
+        print(f"kgc: configuration error: {exc}", file=sys.stderr)
+        return 2
     except (OSError, StorageError) as exc:
         logging.getLogger("coordinator").error("cannot start: %s", exc)
         return 1

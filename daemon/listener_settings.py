@@ -46,6 +46,10 @@ LISTENER_KAFKA_NAMES: dict[str, tuple[str, str]] = {
 }
 
 
+class ListenerConfigError(ValueError):
+    """``listeners`` and its companions do not fit together (the message names the setting)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ListenerSpec:
     name: str
@@ -182,13 +186,13 @@ class ListenersSettings(BaseModel):
         for name, host, port in parse_endpoints(self.listeners, "listeners"):
             protocol = protocols.get(name)
             if protocol is None:
-                raise ValueError(f"listeners: {name} is not in listener.security.protocol.map")
+                raise ListenerConfigError(f"listeners: {name} is not in listener.security.protocol.map")
             if any(s.name == name for s in specs):
-                raise ValueError(f"listeners: {name} is given twice")
+                raise ListenerConfigError(f"listeners: {name} is given twice")
             if port and any(s.port == port and s.host == host for s in specs):
-                raise ValueError(f"listeners: port {port} is given twice")
+                raise ListenerConfigError(f"listeners: port {port} is given twice")
             adv_host, adv_port = advertised.pop(name, (None, None))
             specs.append(ListenerSpec(name, protocol, host, port, adv_host or None, adv_port or None))
         if advertised:
-            raise ValueError(f"advertised.listeners: {', '.join(advertised)} not in listeners")
+            raise ListenerConfigError(f"advertised.listeners: {', '.join(advertised)} not in listeners")
         return specs

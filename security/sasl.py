@@ -3,11 +3,18 @@
 ``SaslExchange.step`` takes the client's token (what SaslAuthenticate carries) and returns the server's answer; when
 ``complete`` is set, ``user`` is who authenticated. Any failure raises ``SaslError`` (the listener answers
 SASL_AUTHENTICATION_FAILED and closes the connection, as Kafka does). PLAIN checks the password against the user's
-SCRAM credential (SHA-512 first, then SHA-256), so there is no second password store; a PLAIN check costs one PBKDF2
-of the credential's iteration count.
+SCRAM credential (SHA-512 first, then SHA-256), so there is no second password store. A PLAIN check costs one PBKDF2
+of the credential's iteration count (milliseconds), so ``PlainCache`` remembers the last verified logins: a keyed hash
+of user and password (never the password) with the stored key it matched; a changed or deleted credential no longer
+matches it.
 """
 
 from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections import OrderedDict
 
 from security.credentials import SCRAM_MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512, CredentialLookup, ScramCredential
 from security.scram import ScramError, ScramServer, derive, verify_password
@@ -21,10 +28,36 @@ class SaslError(Exception):
     """Authentication failed; the message is safe to send to the client (it does not tell user from password)."""
 
 
+class PlainCache:
+    """Recently verified PLAIN logins: HMAC(process key, user NUL password) -> the stored key it was verified
+    against. Bounded (least recently used out); the key is random per process, so the digests are useless elsewhere."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._key = secrets.token_bytes(32)
+        self._verified: OrderedDict[bytes, bytes] = OrderedDict()
+
+    def digest(self, user: str, password: str) -> bytes:
+        return hmac.new(self._key, f"{user}\0{password}".encode(), hashlib.sha256).digest()
+
+    def matches(self, digest: bytes, credential: ScramCredential) -> bool:
+        stored = self._verified.get(digest)
+        if stored is None or not hmac.compare_digest(stored, credential.stored_key):
+            return False
+        self._verified.move_to_end(digest)
+        return True
+
+    def remember(self, digest: bytes, credential: ScramCredential) -> None:
+        self._verified[digest] = credential.stored_key
+        self._verified.move_to_end(digest)
+        while len(self._verified) > self.size:
+            self._verified.popitem(last=False)
+
+
 class SaslExchange:
     """One authentication on one connection with one mechanism."""
 
-    def __init__(self, mechanism: str, credentials: CredentialLookup) -> None:
+    def __init__(self, mechanism: str, credentials: CredentialLookup, plain_cache: PlainCache | None = None) -> None:
         if mechanism not in MECHANISMS:
             raise ValueError(f"unsupported SASL mechanism {mechanism!r}")
         self.mechanism = mechanism
@@ -33,6 +66,7 @@ class SaslExchange:
         self.user: str | None = None
         self._scram = ScramServer(mechanism, credentials) if mechanism != PLAIN else None
         self._round = 0
+        self._plain_cache = plain_cache
 
     def step(self, token: bytes) -> bytes:
         if self.complete:
@@ -65,7 +99,15 @@ class SaslExchange:
         for mechanism in (SCRAM_SHA_512, SCRAM_SHA_256):
             credential = self.credentials.scram(user, mechanism)
             if credential is not None:
+                cache = self._plain_cache
+                digest = cache.digest(user, password) if cache is not None else b""
+                if cache is not None and cache.matches(digest, credential):
+                    self.complete = True
+                    self.user = user
+                    return b""
                 if verify_password(credential, password):
+                    if cache is not None:
+                        cache.remember(digest, credential)
                     self.complete = True
                     self.user = user
                     return b""

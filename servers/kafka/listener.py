@@ -630,6 +630,8 @@ class KafkaServer:
             reuse_address=True,
             backlog=LISTEN_BACKLOG,
             ssl=self.tls.context if self.tls is not None else None,
+            # A TLS handshake is not a connection yet (not counted, no idle timer): it gets at most the idle time.
+            ssl_handshake_timeout=min(60.0, max(1.0, self.idle_ms / 1000)) if self.tls is not None else None,
         )
         self._idle_handle = loop.call_later(self._idle_tick(), self._sweep_idle)
         log.info("kafka listener %s started host=%s port=%d", self.name, self.host, self.bound_port)

@@ -22,7 +22,7 @@ On PLAINTEXT and SSL listeners the two APIs answer ILLEGAL_SASL_STATE, as Kafka'
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -31,7 +31,7 @@ from protocol.codec import Request, encode_response
 from protocol.errors import ErrorCode
 from security.credentials import CredentialLookup
 from security.principals import user
-from security.sasl import SaslError, SaslExchange
+from security.sasl import PlainCache, SaslError, SaslExchange
 
 from ._util import response_cls
 from .build import build
@@ -52,6 +52,7 @@ class SaslConfig:
     mechanisms: tuple[str, ...]
     credentials: CredentialLookup
     max_reauth_ms: int = 0
+    plain_cache: PlainCache = field(default_factory=PlainCache)  # PLAIN logins verified lately (security.sasl)
 
 
 class SaslState:
@@ -103,7 +104,7 @@ class SaslState:
                 return _handshake_frame(request, ErrorCode.illegal_sasl_state, enabled), "sasl"
             self.reauthenticating = True
         self.mechanism = mechanism
-        self.exchange = SaslExchange(mechanism, self.config.credentials)
+        self.exchange = SaslExchange(mechanism, self.config.credentials, self.config.plain_cache)
         self.state = "authenticate"
         return _handshake_frame(request, ErrorCode.none, enabled), None
 

@@ -110,3 +110,26 @@ def test_exchange_cannot_continue_after_completion() -> None:
     exchange.step(b"\x00alice\x00pw")
     with pytest.raises(SaslError):
         exchange.step(b"\x00alice\x00pw")
+
+
+def test_plain_cache_skips_pbkdf2_only_for_the_same_credential() -> None:
+    from security.sasl import PlainCache
+
+    creds = StaticCredentials()
+    creds.add("alice", "pw")
+    cache = PlainCache(size=2)
+    assert SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00pw") == b""
+    digest = cache.digest("alice", "pw")
+    credential = creds.scram("alice", SCRAM_SHA_512)
+    assert credential is not None and cache.matches(digest, credential)
+    assert SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00pw") == b""  # from the cache
+    with pytest.raises(SaslError):  # a wrong password is never in the cache
+        SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00nope")
+    creds.add("alice", "new")  # a new credential: the remembered login no longer matches
+    new_credential = creds.scram("alice", SCRAM_SHA_512)
+    assert new_credential is not None and not cache.matches(digest, new_credential)
+    with pytest.raises(SaslError):
+        SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00pw")
+    creds.remove("alice")
+    with pytest.raises(SaslError):
+        SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00new")

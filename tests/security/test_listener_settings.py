@@ -1,0 +1,80 @@
+"""The listener settings: Kafka's names from --set, the listeners they describe, and the mistakes refused."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from daemon.listeners import listener_specs
+from daemon.settings import load_settings, parse_set_options
+
+
+def settings(*options: str):  # type: ignore[no-untyped-def]
+    return load_settings(None, **parse_set_options(list(options)))
+
+
+def test_default_is_one_plaintext_listener_from_kafka_listen() -> None:
+    [spec] = listener_specs(load_settings(None, kafka={"host": "10.0.0.1", "port": 9099, "advertised_host": "kgc"}))
+    assert (spec.name, spec.protocol, spec.host, spec.port, spec.advertised_host) == (
+        "PLAINTEXT", "PLAINTEXT", "10.0.0.1", 9099, "kgc"
+    )  # fmt: skip
+
+
+def test_kafka_names_describe_listeners() -> None:
+    s = settings(
+        "listeners=PLAINTEXT://127.0.0.1:9092,INTERNAL://[::1]:9094,SASL_SSL://0.0.0.0:9095",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "advertised.listeners=SASL_SSL://kafka.example.com:443",
+        "ssl.client.auth=REQUIRED",
+        "sasl.enabled.mechanisms=SCRAM-SHA-512",
+        "connections.max.reauth.ms=3600000",
+        "ssl.principal.mapping.rules=RULE:^CN=(.*)$/$1/L,DEFAULT",
+    )
+    specs = listener_specs(s)
+    assert [(x.name, x.protocol, x.host, x.port) for x in specs] == [
+        ("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092),
+        ("INTERNAL", "SASL_PLAINTEXT", "::1", 9094),
+        ("SASL_SSL", "SASL_SSL", "0.0.0.0", 9095),
+    ]
+    assert specs[2].advertised(9095) == ("kafka.example.com", 443)
+    assert specs[0].advertised(9092) == ("127.0.0.1", 9092)
+    assert s.listeners.ssl_client_auth == "required"
+    assert s.listeners.mechanisms == ("SCRAM-SHA-512",)
+    assert s.listeners.connections_max_reauth_ms == 3_600_000
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "listeners=PLAINTEXT:9092",
+        "listener.security.protocol.map=X:KERBEROS",
+        "sasl.enabled.mechanisms=GSSAPI",
+        "ssl.client.auth=sometimes",
+        "ssl.keystore.type=JKS",
+        "ssl.principal.mapping.rules=RULE:broken",
+    ],
+)
+def test_bad_values_are_refused(option: str) -> None:
+    with pytest.raises((ValidationError, ValueError)):
+        settings(option)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("listeners=UNMAPPED://127.0.0.1:1",),
+        ("listeners=PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2",),
+        ("listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:1",),
+        ("listeners=PLAINTEXT://127.0.0.1:1", "advertised.listeners=SSL://x:1"),
+    ],
+)
+def test_inconsistent_listeners_are_refused(options: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError):
+        listener_specs(settings(*options))
+
+
+def test_an_ssl_listener_needs_a_keystore() -> None:
+    from daemon.app import App
+
+    with pytest.raises(ValueError, match=r"ssl\.keystore"):
+        App(settings("listeners=SSL://127.0.0.1:0"))

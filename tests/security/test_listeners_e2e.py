@@ -301,3 +301,84 @@ def test_sighup_reload_serves_the_new_certificate_and_keeps_open_connections(sec
     assert before.call(metadata_request()).brokers  # the connection opened before the reload is still served
     client.close()
     before.close()
+
+
+def test_confluent_reauthenticates_on_the_same_connection(pki: Any, credentials: Any) -> None:
+    """KIP-368: librdkafka re-authenticates before connections.max.reauth.ms ends; its connections stay open and the
+    group keeps committing."""
+    import time
+
+    from .conftest import secure_app
+
+    app = secure_app(pki, credentials, listeners="SASL_PLAINTEXT://127.0.0.1:0", connections_max_reauth_ms=1500).start()
+    try:
+        config = {
+            "bootstrap.servers": f"127.0.0.1:{app.port_of('SASL_PLAINTEXT')}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+        producer = Producer(config)
+        producer.produce(TOPIC, b"r", partition=0)
+        assert producer.flush(20) == 0
+        consumer = Consumer({**config, "group.id": "reauth", "auto.offset.reset": "earliest",
+                             "enable.auto.commit": False, "session.timeout.ms": 6000})  # fmt: skip
+        consumer.subscribe([TOPIC])
+
+        def sessions() -> dict[int, float]:
+            server = app.app.listeners[0][1]
+            return {id(c): c.sasl.expires for c in server.open_connections if c.sasl is not None and c.sasl.expires}
+
+        for _ in range(60):  # joined once the first record arrives
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                break
+        first = app.call(sessions)
+        end = time.monotonic() + 4
+        commits = 0
+        while time.monotonic() < end:
+            consumer.poll(0.2)
+            commits += 1
+            consumer.commit(offsets=[TopicPartition(TOPIC, 0, commits)], asynchronous=False)
+        later = app.call(sessions)
+        closed = app.call(lambda: dict(app.app.listeners[0][1].closed_by_cause))
+        consumer.close()
+        # the same connections, their sessions renewed by re-authentication (not new connections)
+        renewed = [key for key in first if key in later and later[key] > first[key] + 1.5]
+        assert renewed
+        assert "reauth" not in closed  # no connection had to be closed for an expired session
+    finally:
+        app.stop()
+
+
+def test_bad_tls_and_sasl_clients_log_nothing_at_error(
+    secure: SecureApp, pki: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import os
+
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        garbage = WireClient("127.0.0.1", secure.port_of("SSL"))
+        garbage.send_raw(os.urandom(512))
+        garbage.is_closed_by_peer()
+        garbage.close()
+        plain_over_tls = WireClient("127.0.0.1", secure.port_of("SASL_SSL"))
+        plain_over_tls.send(metadata_request())
+        plain_over_tls.is_closed_by_peer()
+        plain_over_tls.close()
+        bad = WireClient("127.0.0.1", secure.port_of("SASL_PLAINTEXT"))
+        assert bad.call(build_request(17, 1, mechanism="GSSAPI")).error_code == ErrorCode.unsupported_sasl_mechanism
+        assert bad.is_closed_by_peer()
+        bad.close()
+        scram = WireClient("127.0.0.1", secure.port_of("SASL_PLAINTEXT"))
+        assert scram.call(build_request(17, 1, mechanism="SCRAM-SHA-256")).error_code == ErrorCode.none
+        answer = scram.call(build_request(36, 0, auth_bytes=b"n,,n=nobody,r=abc"))
+        assert answer.error_code == ErrorCode.sasl_authentication_failed
+        scram.close()
+    assert any("authentication failed" in r.getMessage() for r in caplog.records)  # the daemon's log is captured
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    client = tls_client(secure.port_of("SSL"), pki)  # and the TLS listener still serves
+    assert client.call(metadata_request()).brokers
+    client.close()

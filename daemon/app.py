@@ -23,7 +23,7 @@ from broker.topics import TopicRegistry
 from coordinator.clock import Clock, SystemClock
 from coordinator.group_coordinator import GroupCoordinator
 from coordinator.record_log import MemoryLog
-from daemon.listeners import advertise, build_servers
+from daemon.listeners import advertise, build_servers, merged_stats
 from daemon.log_retention import run_log_retention
 from daemon.settings import HttpSettings, Settings
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
@@ -185,7 +185,7 @@ class App:
         server = self.server
         servers = [s for _, s in self.listeners]
         self.metrics.count_untimed_requests(int(ApiKey.HEARTBEAT), lambda: sum(s.untimed_heartbeats for s in servers))
-        self.metrics.watch_connections(server.stats)
+        self.metrics.watch_connections(merged_stats(servers) if len(servers) > 1 else server.stats)
         self.loaded = False
         self.http: HttpServer | None = None
         self._background: list[asyncio.Task[Any]] = []

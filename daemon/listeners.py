@@ -9,9 +9,11 @@ the listener the request came in on. The SSL and SASL_SSL listeners share one ``
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from daemon.listener_settings import ListenerSpec
 from daemon.settings import Settings
+from runtime.metrics import ConnectionStats
 from security.credentials import CredentialLookup, ScramCredential
 from security.principals import parse_rules
 from servers.kafka import Node, Services
@@ -90,3 +92,25 @@ def advertise(spec: ListenerSpec, server: KafkaServer, settings: Settings) -> tu
     host, port = spec.advertised(server.bound_port)
     server.node = Node(k.node_id, host, port, k.cluster_id)
     return host, port
+
+
+def merged_stats(servers: list[KafkaServer]) -> Callable[[], ConnectionStats]:
+    """The connection figures of every listener summed (``kgc_connections``, refusals, closes), for /metrics; the
+    limits are the first listener's (all listeners share the same settings)."""
+
+    def stats() -> ConnectionStats:
+        parts = [server.stats() for server in servers]
+        total = parts[0]
+        for part in parts[1:]:
+            total.open += part.open
+            total.inflight += part.inflight
+            total.queued_bytes += part.queued_bytes
+            total.muted += part.muted
+            total.muted_total += part.muted_total
+            for cause, count in part.refused.items():
+                total.refused[cause] = total.refused.get(cause, 0) + count
+            for cause, count in part.closed.items():
+                total.closed[cause] = total.closed.get(cause, 0) + count
+        return total
+
+    return stats

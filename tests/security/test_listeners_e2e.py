@@ -67,6 +67,7 @@ def test_kafka_python_ssl_mtls_principal(secure: SecureApp, pki: Any) -> None:
     assert TOPIC in consumer.topics()
     assert secure.principals("SSL") == ["User:CN=alice,OU=eng,O=Acme"]
     consumer.close()
+    assert kafka_python_round_trip(config) >= 1
 
 
 def test_kafka_python_wrong_password_gets_no_access(secure: SecureApp) -> None:
@@ -136,17 +137,35 @@ def test_confluent_ssl_mtls(secure: SecureApp, pki: Any) -> None:
     assert confluent_round_trip(config) >= 1
 
 
-def test_aiokafka_sasl_ssl_scram_sha512_and_plain(secure: SecureApp, pki: Any) -> None:
-    async def run() -> int:
-        context = create_ssl_context(cafile=str(pki.ca_pem))
-        common = {
-            "bootstrap_servers": f"127.0.0.1:{secure.port_of('SASL_SSL')}",
+def aiokafka_options(secure: SecureApp, pki: Any, kind: str) -> dict[str, Any]:
+    if kind == "SASL_SSL/SCRAM-SHA-512":
+        return {
             "security_protocol": "SASL_SSL",
-            "ssl_context": context,
+            "ssl_context": create_ssl_context(cafile=str(pki.ca_pem)),
             "sasl_mechanism": "SCRAM-SHA-512",
             "sasl_plain_username": "alice",
             "sasl_plain_password": "alice-secret",
+            "bootstrap_servers": f"127.0.0.1:{secure.port_of('SASL_SSL')}",
         }
+    if kind == "SASL_PLAINTEXT/PLAIN":
+        return {
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN",
+            "sasl_plain_username": "bob",
+            "sasl_plain_password": "bob-secret",
+            "bootstrap_servers": f"127.0.0.1:{secure.port_of('SASL_PLAINTEXT')}",
+        }
+    context = create_ssl_context(cafile=str(pki.ca_pem), certfile=str(pki.client_cert), keyfile=str(pki.client_key))
+    return {"security_protocol": "SSL", "ssl_context": context,
+            "bootstrap_servers": f"127.0.0.1:{secure.port_of('SSL')}"}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["SASL_SSL/SCRAM-SHA-512", "SASL_PLAINTEXT/PLAIN", "SSL/mTLS"])
+def test_aiokafka_group_and_commit(secure: SecureApp, pki: Any, kind: str) -> None:
+    from aiokafka.structs import TopicPartition as AioTp
+
+    async def run() -> int:
+        common = aiokafka_options(secure, pki, kind)
         producer = AIOKafkaProducer(**common)
         await producer.start()
         await producer.send_and_wait(TOPIC, b"x", partition=2)
@@ -160,8 +179,6 @@ def test_aiokafka_sasl_ssl_scram_sha512_and_plain(secure: SecureApp, pki: Any) -
                 if message.partition == 2:
                     break
             await consumer.commit()
-            from aiokafka.structs import TopicPartition as AioTp
-
             committed = await consumer.committed(AioTp(TOPIC, 2))
         finally:
             await consumer.stop()
@@ -382,3 +399,17 @@ def test_bad_tls_and_sasl_clients_log_nothing_at_error(
     client = tls_client(secure.port_of("SSL"), pki)  # and the TLS listener still serves
     assert client.call(metadata_request()).brokers
     client.close()
+
+
+def test_metrics_count_the_connections_of_every_listener(secure: SecureApp, pki: Any) -> None:
+    import urllib.request
+
+    clients = [WireClient("127.0.0.1", secure.port_of("PLAINTEXT")), tls_client(secure.port_of("SSL"), pki)]
+    for client in clients:
+        assert client.call(metadata_request()).brokers
+    url = f"http://127.0.0.1:{secure.app.http_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    assert "kgc_connections 2.0" in text.splitlines()
+    for client in clients:
+        client.close()

@@ -223,7 +223,9 @@ def test_sasl_apis_on_a_plaintext_listener_are_illegal_state(secure: SecureApp) 
     client.close()
 
 
-def test_each_listener_advertises_its_own_address(pki: Any, credentials: Any) -> None:
+def test_each_listener_advertises_its_own_address_in_metadata_find_coordinator_and_describe_cluster(
+    pki: Any, credentials: Any
+) -> None:
     from .conftest import secure_app
 
     app = secure_app(
@@ -242,6 +244,10 @@ def test_each_listener_advertises_its_own_address(pki: Any, credentials: Any) ->
         assert [(b.host, b.port) for b in brokers] == [("sasl.example.com", 19094)]
         coordinator = sasl.call(build_request(10, 3, key="g", key_type=0))
         assert (coordinator.host, coordinator.port) == ("sasl.example.com", 19094)
+        cluster = sasl.call(build_request(60, 0, include_cluster_authorized_operations=False))
+        assert [(b.host, b.port) for b in cluster.brokers] == [("sasl.example.com", 19094)]
+        cluster = plain.call(build_request(60, 0, include_cluster_authorized_operations=False))
+        assert [(b.host, b.port) for b in cluster.brokers] == [("127.0.0.1", app.port_of("PLAINTEXT"))]
         plain.close()
         sasl.close()
     finally:

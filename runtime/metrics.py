@@ -252,7 +252,8 @@ class _ConnectionCollector(Collector):
         closed = CounterMetricFamily(
             "kgc_connections_closed",
             "Connections closed, by cause: idle, eof (client half-close), malformed, protocol (undecodable or "
-            "unsupported request), error (no encodable answer), shutdown, client (closed by the client).",
+            "unsupported request), error (no encodable answer), shutdown, client (closed by the client), sasl "
+            "(failed or out-of-sequence SASL), reauth (SASL session expired), authentication (no principal mapping).",
             labels=["cause"],
         )
         for cause, n in sorted(stats.closed.items()):

@@ -335,7 +335,7 @@ def _extract_kafka_names(data: dict[str, Any], prefix: str = "") -> dict[str, An
     for key in list(data):
         name = f"{prefix}{key}"
         value = data[key]
-        if name in KAFKA_NAMES:
+        if name in KAFKA_NAMES and not isinstance(value, dict):  # a table is a section ([listeners]), not a value
             found[name] = data.pop(key)
         elif isinstance(value, dict):
             found.update(_extract_kafka_names(value, f"{name}."))

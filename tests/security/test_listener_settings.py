@@ -78,3 +78,21 @@ def test_an_ssl_listener_needs_a_keystore() -> None:
 
     with pytest.raises(ValueError, match=r"ssl\.keystore"):
         App(settings("listeners=SSL://127.0.0.1:0"))
+
+
+def test_toml_kafka_names_and_the_listeners_section(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "kgc.toml"
+    config.write_text(
+        'listeners = "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"\n'
+        'advertised.listeners = "SSL://tls.example.com:443"\n'
+        '"ssl.client.auth" = "required"\n'
+    )
+    s = load_settings(config)
+    assert [x.name for x in listener_specs(s)] == ["PLAINTEXT", "SSL"]
+    assert s.listeners.ssl_client_auth == "required"
+    assert listener_specs(s)[1].advertised(9093) == ("tls.example.com", 443)
+    section = tmp_path / "section.toml"
+    section.write_text('[listeners]\nlisteners = "SASL_SSL://127.0.0.1:9094"\nssl_client_auth = "requested"\n')
+    s = load_settings(section)
+    assert [x.protocol for x in listener_specs(s)] == ["SASL_SSL"]
+    assert s.listeners.ssl_client_auth == "requested"

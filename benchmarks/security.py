@@ -150,6 +150,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
         serve(sys.argv[2:])
         return
+    from benchmarks.servers import pin_self_to_load_core
+
+    pin_self_to_load_core()  # the daemon is pinned to the other core (benchmarks.servers.Server)
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--members", type=int, default=50)

@@ -19,6 +19,12 @@ one such connection at a time may finish its frame, so frames of any allowed siz
 heap ordered by due time), ``max.connections`` / ``max.connections.per.ip`` / ``max.connections.per.ip.overrides``
 (a connection over a limit is closed as soon as it is accepted) and ``max_inflight`` (queued answers per connection).
 
+Security (``docs/listeners.md``): a ``KafkaServer`` is one listener. With a ``TlsContext`` (SSL, SASL_SSL) asyncio
+does the TLS handshake before ``connection_made``, where an SSL connection takes its client certificate's principal;
+with a ``SaslConfig`` (SASL_*) each connection holds a ``servers.kafka.sasl.SaslState``, asked before every request
+(only ApiVersions and the SASL APIs until it authenticates; SaslHandshake/SaslAuthenticate are answered by it and
+not counted in ``observe_request``).
+
 Closing on time: a connection the daemon decides to close (malformed frame, unsupported request without an error
 response, client EOF, idle) is closed at once: the answers ready before the first deferred one are written, every
 deferred request is dropped (its member is treated as Kafka treats a vanished client: its session times out).

@@ -30,6 +30,17 @@ class FrameDecoder:
         self._need = -1  # payload size of the frame being read, -1 while its prefix is incomplete
 
     @property
+    def max_frame_size(self) -> int:
+        return self._max
+
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        """A new limit for the frames not read yet (a SASL connection's is raised once it authenticates)."""
+        if value < 0:
+            raise ValueError("max_frame_size must not be negative")
+        self._max = value
+
+    @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as a frame."""
         return len(self._buf)

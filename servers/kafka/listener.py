@@ -63,7 +63,7 @@ from servers.kafka import HANDLERS, Node, RequestContext, Services
 from servers.kafka._util import DeferredAnswer
 from servers.kafka.audit import refused, refused_request
 from servers.kafka.errors import error_body
-from servers.kafka.sasl import SaslConfig, SaslState
+from servers.kafka.sasl import MAX_RECEIVE_BEFORE_AUTH, SaslConfig, SaslState
 from servers.kafka.tls import TlsContext
 
 log = logging.getLogger("servers.kafka.listener")
@@ -168,7 +168,9 @@ class Connection(asyncio.Protocol):
         self.principal = "User:ANONYMOUS"  # set once the connection authenticates (RequestContext.principal)
         # SASL listeners: the connection's authentication state (servers.kafka.sasl); None on PLAINTEXT and SSL
         self.sasl = SaslState(server.sasl) if server.sasl is not None else None
-        self.decoder = FrameDecoder(server.max_frame_size)
+        self.decoder = FrameDecoder(
+            server.max_frame_size if self.sasl is None else min(server.max_frame_size, MAX_RECEIVE_BEFORE_AUTH)
+        )
         self.slots: deque[Slot] = deque()
         self.backlog: deque[bytes] = deque()  # decoded frames not dispatched yet (at the in-flight limit)
         self.closing = False  # no more requests are dispatched; the connection closes after the ready answers
@@ -387,6 +389,7 @@ class Connection(asyncio.Protocol):
                 self._push(sasl_frame)
             if sasl.principal is not None:
                 self.principal = sasl.principal
+                self.decoder.max_frame_size = self.server.max_frame_size
             if close is not None:
                 self._finish(close)  # after the answer (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM)
             return True

@@ -42,6 +42,9 @@ log = logging.getLogger("servers.kafka.sasl")
 _HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
 _AUTHENTICATE = 36  # SaslAuthenticate
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
+# Kafka's sasl.server.max.receive.size: the largest frame a connection may send before it authenticates (a larger
+# one closes it), so an unauthenticated client cannot make the daemon read and parse 100 MB tokens.
+MAX_RECEIVE_BEFORE_AUTH = 524_288
 
 
 @dataclass(frozen=True, slots=True)

@@ -419,3 +419,15 @@ def test_metrics_count_the_connections_of_every_listener(secure: SecureApp, pki:
     assert "kgc_connections 2.0" in text.splitlines()
     for client in clients:
         client.close()
+
+
+def test_frames_before_authentication_are_limited_like_sasl_server_max_receive_size(secure: SecureApp) -> None:
+    big = build_request(18, 3, client_software_name="x" * 600_000, client_software_version="1")
+    before = WireClient("127.0.0.1", secure.port_of("SASL_PLAINTEXT"))
+    before.send(big)
+    assert before.is_closed_by_peer()  # 600 KB > 512 KB before authentication: closed
+    before.close()
+    after = WireClient("127.0.0.1", secure.port_of("SASL_PLAINTEXT"))
+    assert sasl_plain(after, "alice", "alice-secret").error_code == ErrorCode.none
+    assert after.call(big) is not None  # once authenticated, socket.request.max.bytes applies
+    after.close()

@@ -23,7 +23,7 @@ Security (``docs/listeners.md``): a ``KafkaServer`` is one listener. With a ``Tl
 does the TLS handshake before ``connection_made``, where an SSL connection takes its client certificate's principal;
 with a ``SaslConfig`` (SASL_*) each connection holds a ``servers.kafka.sasl.SaslState``, asked before every request
 (only ApiVersions and the SASL APIs until it authenticates; SaslHandshake/SaslAuthenticate are answered by it and
-not counted in ``observe_request``).
+counted, not timed, in ``observe_request``).
 
 Closing on time: a connection the daemon decides to close (malformed frame, unsupported request without an error
 response, client EOF, idle) is closed at once: the answers ready before the first deferred one are written, every
@@ -387,6 +387,9 @@ class Connection(asyncio.Protocol):
             sasl_frame, close = sasl.answer(request, _now())
             if sasl_frame is not None:
                 self._push(sasl_frame)
+                observe = self.server.services.observe_request
+                if observe is not None:
+                    observe(request.header.api_key, None, sasl.error)  # counted, not timed
             if sasl.principal is not None:
                 self.principal = sasl.principal
                 self.decoder.max_frame_size = self.server.max_frame_size

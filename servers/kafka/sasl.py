@@ -62,7 +62,7 @@ class SaslState:
     """One connection's authentication state. ``passes`` is asked for every request (cheap); the SASL requests and
     anything refused go to ``answer``."""
 
-    __slots__ = ("config", "exchange", "expires", "mechanism", "principal", "reauthenticating", "state")
+    __slots__ = ("config", "error", "exchange", "expires", "mechanism", "principal", "reauthenticating", "state")
 
     def __init__(self, config: SaslConfig) -> None:
         self.config = config
@@ -72,6 +72,7 @@ class SaslState:
         self.principal: str | None = None  # set once authenticated
         self.reauthenticating = False
         self.expires: float | None = None  # monotonic seconds when the session ends (connections.max.reauth.ms)
+        self.error = 0  # the error code of the last SASL answer (for kgc_requests_total)
 
     def passes(self, api_key: int, now: float) -> bool:
         """Whether the request is served as usual (ApiVersions always; others once authenticated, not expired)."""
@@ -99,40 +100,50 @@ class SaslState:
     def _handshake(self, request: Request, mechanism: str) -> tuple[bytes | None, str | None]:
         enabled = self.config.mechanisms
         if self.state not in ("handshake", "complete"):
-            return _handshake_frame(request, ErrorCode.illegal_sasl_state, enabled), "sasl"
+            return self._hs(request, ErrorCode.illegal_sasl_state, enabled), "sasl"
         if mechanism not in enabled:
-            return _handshake_frame(request, ErrorCode.unsupported_sasl_mechanism, enabled), "sasl"
+            return self._hs(request, ErrorCode.unsupported_sasl_mechanism, enabled), "sasl"
         if self.state == "complete":
             if mechanism != self.mechanism:  # KIP-368: a re-authentication keeps its mechanism
-                return _handshake_frame(request, ErrorCode.illegal_sasl_state, enabled), "sasl"
+                return self._hs(request, ErrorCode.illegal_sasl_state, enabled), "sasl"
             self.reauthenticating = True
         self.mechanism = mechanism
         self.exchange = SaslExchange(mechanism, self.config.credentials, self.config.plain_cache)
         self.state = "authenticate"
-        return _handshake_frame(request, ErrorCode.none, enabled), None
+        return self._hs(request, ErrorCode.none, enabled), None
 
     def _authenticate(self, request: Request, token: bytes, now: float) -> tuple[bytes | None, str | None]:
         exchange = self.exchange
         if self.state != "authenticate" or exchange is None:
-            return _authenticate_frame(request, ErrorCode.illegal_sasl_state, "SaslHandshake first", b""), "sasl"
+            return self._auth(request, ErrorCode.illegal_sasl_state, "SaslHandshake first", b""), "sasl"
         try:
             challenge = exchange.step(bytes(token))
         except SaslError as exc:
             log.info("SASL %s authentication failed: %s", exchange.mechanism, exc, extra={"throttle": ("sasl-fail",)})
-            return _authenticate_frame(request, ErrorCode.sasl_authentication_failed, str(exc), b""), "sasl"
+            return self._auth(request, ErrorCode.sasl_authentication_failed, str(exc), b""), "sasl"
         if not exchange.complete:
-            return _authenticate_frame(request, ErrorCode.none, None, challenge), None
+            return self._auth(request, ErrorCode.none, None, challenge), None
         principal = user(exchange.user or "")
         if self.reauthenticating and principal != self.principal:
             message = "cannot change principals during re-authentication"
-            return _authenticate_frame(request, ErrorCode.sasl_authentication_failed, message, b""), "sasl"
+            return self._auth(request, ErrorCode.sasl_authentication_failed, message, b""), "sasl"
         self.principal = principal
         self.state = "complete"
         self.exchange = None
         self.reauthenticating = False
         lifetime = self.config.max_reauth_ms
         self.expires = now + lifetime / 1000 if lifetime > 0 else None
-        return _authenticate_frame(request, ErrorCode.none, None, challenge, lifetime), None
+        return self._auth(request, ErrorCode.none, None, challenge, lifetime), None
+
+    def _hs(self, request: Request, error: ErrorCode, mechanisms: tuple[str, ...]) -> bytes:
+        self.error = int(error)
+        return _handshake_frame(request, error, mechanisms)
+
+    def _auth(
+        self, request: Request, error: ErrorCode, message: str | None, auth_bytes: bytes, lifetime_ms: int = 0
+    ) -> bytes:
+        self.error = int(error)
+        return _authenticate_frame(request, error, message, auth_bytes, lifetime_ms)
 
 
 def _handshake_frame(request: Request, error: ErrorCode, mechanisms: tuple[str, ...]) -> bytes:

@@ -417,6 +417,13 @@ def test_metrics_count_the_connections_of_every_listener(secure: SecureApp, pki:
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
     assert "kgc_connections 2.0" in text.splitlines()
+    bad = WireClient("127.0.0.1", secure.port_of("SASL_PLAINTEXT"))
+    assert sasl_plain(bad, "alice", "wrong").error_code == ErrorCode.sasl_authentication_failed
+    bad.close()
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    assert 'kgc_requests_total{api="SaslAuthenticate",error="sasl_authentication_failed"} 1.0' in text.splitlines()
+    assert 'kgc_requests_total{api="SaslHandshake",error="none"} 1.0' in text.splitlines()
     for client in clients:
         client.close()
 

@@ -422,6 +422,8 @@ _BUILDERS: dict[int, Callable[[type[Any], ErrorCode, Any], Any]] = {
     ApiKey.DELETE_ACLS: _build_delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _build_top_level,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _build_alter_user_scram_credentials,
+    ApiKey.SASL_HANDSHAKE: _build_top_level,
+    ApiKey.SASL_AUTHENTICATE: _build_top_level,
 }
 
 

@@ -179,8 +179,8 @@ class App:
         )
         # One KafkaServer per listener (daemon/listeners.py), each with its own copy of the services (its node);
         # ``server`` is the first (``port``, the connection metrics). SASL looks users up in ``credentials``.
-        self.credentials = credentials
-        self.listeners, self.tls = build_servers(settings, self.services, credentials)
+        self.credentials: CredentialLookup = credentials if credentials is not None else self.users
+        self.listeners, self.tls = build_servers(settings, self.services, self.credentials)
         self.server = self.listeners[0][1]
         server = self.server
         servers = [s for _, s in self.listeners]

@@ -64,7 +64,9 @@ def build_servers(
         if any(x.tls for x in specs)
         else None
     )
-    sasl = SaslConfig(s.mechanisms, credentials or NoCredentials(), s.connections_max_reauth_ms)
+    sasl = SaslConfig(
+        s.mechanisms, credentials if credentials is not None else NoCredentials(), s.connections_max_reauth_ms
+    )
     servers = []
     for spec in specs:
         server = KafkaServer(

@@ -19,11 +19,18 @@ import hmac
 import secrets
 from collections.abc import Callable
 
-from security.credentials import SCRAM_SHA_256, SCRAM_SHA_512, CredentialLookup, ScramCredential
+from security.credentials import CredentialLookup, ScramCredential
+from security.scram_keys import (
+    HASHES,
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
+    new_credential,
+    password_matches,
+    salted_password,
+)
 
-HASHES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
-MIN_ITERATIONS = 4096  # Kafka's minimum (ScramMechanism.minIterations)
-MAX_ITERATIONS = 16384  # Kafka's maximum for AlterUserScramCredentials
+__all__ = ["HASHES", "MAX_ITERATIONS", "MIN_ITERATIONS", "ScramError", "ScramServer", "derive", "salted_password",
+           "verify_password"]  # fmt: skip
 
 
 class ScramError(Exception):
@@ -34,32 +41,18 @@ def _hmac(algorithm: str, key: bytes, data: bytes) -> bytes:
     return hmac.new(key, data, algorithm).digest()
 
 
-def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
-    """RFC 5802 Hi(): PBKDF2 with the mechanism's HMAC."""
-    algorithm = HASHES[mechanism]
-    return hashlib.pbkdf2_hmac(algorithm, password.encode(), salt, iterations)
-
-
 def derive(
     mechanism: str, password: str, salt: bytes | None = None, iterations: int = MIN_ITERATIONS
 ) -> ScramCredential:
-    """The stored credential of ``password``: salt, StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey =
-    HMAC(SaltedPassword, "Server Key"), iterations. A random 32-byte salt unless one is given."""
+    """The stored credential of ``password`` (``security.scram_keys``: the one key derivation of the daemon)."""
     if mechanism not in HASHES:
         raise ValueError(f"unknown SCRAM mechanism {mechanism!r}")
-    algorithm = HASHES[mechanism]
-    salt = secrets.token_bytes(32) if salt is None else salt
-    salted = salted_password(mechanism, password, salt, iterations)
-    client_key = _hmac(algorithm, salted, b"Client Key")
-    stored_key = hashlib.new(algorithm, client_key).digest()
-    server_key = _hmac(algorithm, salted, b"Server Key")
-    return ScramCredential(mechanism, salt, stored_key, server_key, iterations)
+    return new_credential(mechanism, password, iterations, salt)
 
 
 def verify_password(credential: ScramCredential, password: str) -> bool:
     """Whether ``password`` is the one ``credential`` was derived from (PLAIN checks against SCRAM credentials)."""
-    candidate = derive(credential.mechanism, password, credential.salt, credential.iterations)
-    return hmac.compare_digest(candidate.stored_key, credential.stored_key)
+    return password_matches(credential, password)
 
 
 def _attributes(message: str) -> list[tuple[str, str]]:

@@ -1,0 +1,356 @@
+"""The ACL matrix with the real admin clients and AUTHENTICATED principals (issue #19's acceptance).
+
+The daemon in-process with one SASL_PLAINTEXT listener (SCRAM-SHA-512 and PLAIN), ``authorizer.enabled``,
+``super.users=User:admin`` and ``allow.everyone.if.no.acl.found`` at Kafka's default (false). The super user,
+bootstrapped from the settings, creates the users alice and bob with ``alter_user_scram_credentials`` (kafka-python and
+confluent-kafka) and their ACLs with ``create_acls`` (both clients); then each API is tried by alice and by bob, allowed
+and denied, with the error code Kafka gives:
+
+* alice: Read on the groups PREFIXED ``team-a-`` but a DENY on ``team-a-secret`` (DENY overrides the ALLOW); Delete on
+  ``team-a-`` groups; Read and Write on the topic ``a-topic``; Create, Delete and DescribeConfigs on topics PREFIXED
+  ``a-``.
+* bob: All on the group ``team-b`` and the topic ``b-topic``; of alice's only Describe on ``a-topic`` (so the
+  clients reach the Produce and Fetch checks instead of stopping at Metadata).
+
+Every other resource has no ACL, so nobody but the super user may touch it."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import kafka.errors as kerrors
+import pytest
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+from kafka import KafkaConsumer
+from kafka.admin import (
+    ACL,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    ResourcePattern,
+)
+from kafka.admin import ResourceType as KpResourceType
+from kafka.admin._users import UserScramCredentialUpsertion as KpUpsertion
+from kafka.structs import TopicPartition as KpTopicPartition
+
+from tests.server.conftest import RunningApp
+
+ADMIN_PASSWORD = "admin-secret"
+PASSWORDS = {"admin": ADMIN_PASSWORD, "alice": "alice-secret", "bob": "bob-secret"}
+
+
+class Cluster:
+    def __init__(self, app: RunningApp) -> None:
+        self.app = app
+        self.port = next(s.bound_port for spec, s in app.app.listeners if spec.name == "SASL_PLAINTEXT")  # type: ignore[attr-defined]
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def conf(self, user: str, password: str | None = None, mechanism: str = "SCRAM-SHA-512") -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+            "sasl.username": user, "sasl.password": PASSWORDS[user] if password is None else password,
+        }  # fmt: skip
+
+    def admin(self, user: str) -> AdminClient:
+        return AdminClient(self.conf(user))
+
+    def kp_admin(self, user: str) -> KafkaAdminClient:
+        return KafkaAdminClient(**self.kp_conf(user))
+
+    def kp_conf(self, user: str, password: str | None = None) -> dict[str, Any]:
+        return {
+            "bootstrap_servers": self.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": user,
+            "sasl_plain_password": PASSWORDS[user] if password is None else password,
+        }  # fmt: skip
+
+
+def binding(rtype: ResourceType, name: str, pattern: ResourcePatternType, user: str, op: AclOperation,
+            permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:  # fmt: skip
+    return AclBinding(rtype, name, pattern, f"User:{user}", "*", op, permission)
+
+
+class Errors(logging.Handler):
+    """The daemon's records at ERROR and above (the client libraries' own loggers, ``kafka.*``, are not the daemon)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.name.startswith(("kafka.", "aiokafka")):
+            self.records.append(record)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    errors = Errors()
+    logging.getLogger().addHandler(errors)
+    app = RunningApp(
+        listeners={"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl_enabled_mechanisms": "SCRAM-SHA-512,PLAIN"},
+        authorizer={"enabled": True, "super_users": "User:admin"},
+        users={"bootstrap": [f"SCRAM-SHA-512=[name=admin,password={ADMIN_PASSWORD}]"]},
+    ).start()
+    try:
+        c = Cluster(app)
+        # the users: alice with kafka-python, bob with confluent-kafka, both by the super user
+        kp = c.kp_admin("admin")
+        try:
+            assert kp.alter_user_scram_credentials([KpUpsertion("alice", "SCRAM-SHA-512", PASSWORDS["alice"])]) == {
+                "alice": None
+            }
+        finally:
+            kp.close()
+        admin = c.admin("admin")
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+        for f in admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("bob", info, PASSWORDS["bob"].encode())]
+        ).values():
+            f.result(10)
+        for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("a-topic", "b-topic", "other")]).values():
+            f.result(10)
+        G, T = ResourceType.GROUP, ResourceType.TOPIC
+        LIT, PRE = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+        Op = AclOperation
+        acls = [
+            binding(G, "team-a-", PRE, "alice", Op.READ),
+            binding(G, "team-a-secret", LIT, "alice", Op.READ, AclPermissionType.DENY),
+            binding(T, "a-topic", LIT, "alice", Op.READ),
+            binding(T, "a-topic", LIT, "alice", Op.WRITE),
+            binding(T, "a-", PRE, "alice", Op.CREATE),
+            binding(T, "a-", PRE, "alice", Op.DESCRIBE_CONFIGS),
+            binding(G, "team-b", LIT, "bob", Op.ALL),
+            binding(T, "a-topic", LIT, "bob", Op.DESCRIBE),  # sees alice's topic, may neither read nor write it
+            binding(T, "b-topic", LIT, "bob", Op.ALL),
+        ]
+        for f in admin.create_acls(acls).values():
+            assert f.result(10) is None
+        # and two with kafka-python: Delete on alice's groups and topics
+        kp = c.kp_admin("admin")
+        try:
+            result = kp.create_acls([
+                ACL("User:alice", "*", ACLOperation.DELETE, ACLPermissionType.ALLOW,
+                    ResourcePattern(KpResourceType.GROUP, "team-a-", ACLResourcePatternType.PREFIXED)),
+                ACL("User:alice", "*", ACLOperation.DELETE, ACLPermissionType.ALLOW,
+                    ResourcePattern(KpResourceType.TOPIC, "a-", ACLResourcePatternType.PREFIXED)),
+            ])  # fmt: skip
+            assert result["failed"] == [] and len(result["succeeded"]) == 2
+        finally:
+            kp.close()
+        yield c
+    finally:
+        app.stop()
+        logging.getLogger().removeHandler(errors)
+    # nothing the clients sent, refused or not, is an error of the daemon's
+    assert [r.getMessage() for r in errors.records] == []
+
+
+def code_of(exc: BaseException) -> int:
+    err = exc.args[0]
+    assert isinstance(err, KafkaError), exc
+    return err.code()  # type: ignore[no-any-return]
+
+
+def consume_and_commit(c: Cluster, user: str, group: str, topic: str) -> KafkaError | None:
+    """JoinGroup, SyncGroup, Heartbeat and OffsetCommit by a confluent-kafka consumer: the error, or None."""
+    consumer = Consumer({**c.conf(user), "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": 6000})  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        for _ in range(40):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                err: KafkaError = msg.error()
+                if err.code() != KafkaError._PARTITION_EOF:
+                    return err
+            if consumer.assignment():
+                consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+                committed = consumer.committed([TopicPartition(topic, 0)], timeout=10)  # OffsetFetch
+                assert committed[0].offset == 0 and committed[0].error is None
+                return None
+        raise AssertionError("the consumer neither joined nor was refused")
+    except KafkaException as e:
+        return e.args[0]  # type: ignore[no-any-return]
+    finally:
+        consumer.close()
+
+
+def produce(c: Cluster, user: str, topic: str) -> KafkaError | None:
+    producer = Producer({**c.conf(user), "enable.idempotence": False, "message.timeout.ms": 10000})
+    errors: list[KafkaError | None] = []
+    producer.produce(topic, b"v", on_delivery=lambda err, _msg: errors.append(err))
+    producer.flush(15)
+    return errors[0]
+
+
+def test_groups_join_sync_heartbeat_commit_and_fetch_offsets(cluster: Cluster) -> None:
+    assert consume_and_commit(cluster, "alice", "team-a-1", "a-topic") is None
+    assert consume_and_commit(cluster, "bob", "team-b", "b-topic") is None
+    # bob has no ACL on alice's group; alice's DENY on team-a-secret overrides her PREFIXED ALLOW
+    for user, group, topic in (("bob", "team-a-2", "b-topic"), ("alice", "team-a-secret", "a-topic"),
+                               ("alice", "team-b", "a-topic"), ("alice", "nobodys", "a-topic")):  # fmt: skip
+        err = consume_and_commit(cluster, user, group, topic)
+        assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, (user, group, err)
+
+
+def test_kafka_python_consumer_is_refused_the_group(cluster: Cluster) -> None:
+    consumer = KafkaConsumer("b-topic", group_id="team-a-3", consumer_timeout_ms=5000, **cluster.kp_conf("bob"))
+    try:
+        with pytest.raises(kerrors.GroupAuthorizationFailedError):
+            consumer.poll(timeout_ms=5000)
+    finally:
+        consumer.close()
+
+
+def test_describe_list_and_offsets_admin(cluster: Cluster) -> None:
+    assert consume_and_commit(cluster, "alice", "team-a-adm", "a-topic") is None
+    alice, bob = cluster.admin("alice"), cluster.admin("bob")
+    # DescribeGroups: Describe on the group (implied by Read)
+    [described] = alice.describe_consumer_groups(["team-a-adm"]).values()
+    assert described.result(10).group_id == "team-a-adm"
+    [described] = bob.describe_consumer_groups(["team-a-adm"]).values()
+    with pytest.raises(KafkaException) as refused:
+        described.result(10)
+    assert code_of(refused.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # ListGroups: without Describe on the cluster, each sees only the groups it may describe
+    listed = {g.group_id for g in alice.list_consumer_groups().result(10).valid}
+    assert "team-a-adm" in listed and "team-b" not in listed
+    listed = {g.group_id for g in bob.list_consumer_groups().result(10).valid}
+    assert "team-a-adm" not in listed
+    # OffsetFetch by the admin client
+    [fetched] = alice.list_consumer_group_offsets([ConsumerGroupTopicPartitions("team-a-adm")]).values()
+    assert [(p.topic, p.offset) for p in fetched.result(10).topic_partitions] == [("a-topic", 0)]
+    [fetched] = bob.list_consumer_group_offsets([ConsumerGroupTopicPartitions("team-a-adm")]).values()
+    with pytest.raises(KafkaException) as refused:
+        fetched.result(10)
+    assert code_of(refused.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # alter offsets (an OffsetCommit of generation -1) and OffsetDelete
+    request = [ConsumerGroupTopicPartitions("team-a-adm", [TopicPartition("a-topic", 0, 0)])]
+    [altered] = bob.alter_consumer_group_offsets(request).values()
+    with pytest.raises(KafkaException) as refused:
+        altered.result(10)
+    assert code_of(refused.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    [altered] = alice.alter_consumer_group_offsets(request).values()
+    altered.result(10)
+    # OffsetDelete (kafka-python): Delete on the group
+    kp_bob, kp_alice = cluster.kp_admin("bob"), cluster.kp_admin("alice")
+    try:
+        with pytest.raises(kerrors.GroupAuthorizationFailedError):
+            kp_bob.delete_group_offsets("team-a-adm", [KpTopicPartition("a-topic", 0)])
+        errors = kp_alice.delete_group_offsets("team-a-adm", [KpTopicPartition("a-topic", 0)])
+        assert errors == {KpTopicPartition("a-topic", 0): kerrors.NoError}
+    finally:
+        kp_bob.close()
+        kp_alice.close()
+    # DeleteGroups
+    [deleted] = bob.delete_consumer_groups(["team-a-adm"]).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(10)
+    assert code_of(refused.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    [deleted] = alice.delete_consumer_groups(["team-a-adm"]).values()
+    deleted.result(10)
+    assert "team-a-adm" not in {g.group_id for g in cluster.admin("admin").list_consumer_groups().result(10).valid}
+
+
+def test_produce_and_fetch(cluster: Cluster) -> None:
+    assert produce(cluster, "alice", "a-topic") is None
+    assert produce(cluster, "bob", "b-topic") is None
+    for user, topic in (("bob", "a-topic"), ("alice", "b-topic"), ("alice", "other")):
+        err = produce(cluster, user, topic)
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, (user, topic, err)
+    # Fetch without a group (assign, kafka-python): Read on the topic
+    for user, allowed in (("alice", True), ("bob", False)):
+        consumer = KafkaConsumer(**cluster.kp_conf(user))
+        try:
+            tp = KpTopicPartition("a-topic", 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            if allowed:
+                got = consumer.poll(timeout_ms=10000)
+                assert got and all(r.value == b"v" for r in got[tp])
+            else:
+                with pytest.raises(kerrors.TopicAuthorizationFailedError):
+                    consumer.poll(timeout_ms=10000)
+        finally:
+            consumer.close()
+
+
+def test_topics_create_delete_and_describe_configs(cluster: Cluster) -> None:
+    alice, bob = cluster.admin("alice"), cluster.admin("bob")
+    name = f"a-new-{uuid.uuid4().hex[:6]}"
+    [created] = bob.create_topics([NewTopic(name, 1, 1)]).values()
+    with pytest.raises(KafkaException) as refused:
+        created.result(10)
+    assert code_of(refused.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    [created] = alice.create_topics([NewTopic(name, 1, 1)]).values()
+    created.result(10)
+    # DescribeConfigs
+    [described] = alice.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)]).values()
+    assert "retention.ms" in described.result(10)
+    [described] = bob.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)]).values()
+    with pytest.raises(KafkaException) as refused:
+        described.result(10)
+    assert code_of(refused.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # DeleteTopics
+    [deleted] = bob.delete_topics([name]).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(10)
+    assert code_of(refused.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    [deleted] = alice.delete_topics([name]).values()
+    deleted.result(10)
+
+
+def test_create_acls_needs_alter_on_the_cluster(cluster: Cluster) -> None:
+    grab = binding(ResourceType.GROUP, "team-a-", ResourcePatternType.PREFIXED, "bob", AclOperation.ALL)
+    bob = cluster.admin("bob")
+    [created] = bob.create_acls([grab]).values()
+    with pytest.raises(KafkaException) as refused:
+        created.result(10)
+    assert code_of(refused.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    kp = cluster.kp_admin("alice")
+    try:
+        acl = ACL("User:alice", "*", ACLOperation.ALL, ACLPermissionType.ALLOW,
+                  ResourcePattern(KpResourceType.TOPIC, "b-topic", ACLResourcePatternType.LITERAL))  # fmt: skip
+        result = kp.create_acls([acl])
+        assert result == {"succeeded": [], "failed": [kerrors.ClusterAuthorizationFailedError]}
+    finally:
+        kp.close()
+    # and the refused binding did not take effect
+    err = consume_and_commit(cluster, "bob", "team-a-9", "b-topic")
+    assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_a_wrong_password_gets_sasl_authentication_failed_and_no_group(cluster: Cluster, mechanism: str) -> None:
+    errors: list[KafkaError] = []
+    admin = AdminClient({**cluster.conf("alice", "wrong", mechanism), "error_cb": errors.append})
+    [described] = admin.describe_consumer_groups(["team-a-1"], request_timeout=3).values()
+    with pytest.raises(KafkaException):  # no answer: the connection is refused before any group API
+        described.result(15)
+    admin.poll(1)
+    assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
+    assert any("authentication failed" in e.str() for e in errors)

@@ -42,6 +42,7 @@ from security.scram_keys import new_credential
 from security.users import UserStore
 from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
 from servers.http.access import Access, Role, TokenEntry
+from servers.http.acls import AclAccess
 from servers.http.readiness import readiness_probe, sql_ping
 from servers.http.storage_history import StorageHistory
 from servers.http.wiring import Operator
@@ -260,6 +261,7 @@ class App:
                 broker=self.broker,
                 admin=self.admin,
                 users=self.users,
+                acls=AclAccess(self.services.authorizer, lambda: self.services.acl_store),
             )
             self.http = await start_http(
                 http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes

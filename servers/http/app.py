@@ -36,6 +36,7 @@ from security.users import UserStore
 
 from . import keys
 from .access import ANONYMOUS, SECURITY_HEADERS, Access, Role
+from .acls import ACL_ENDPOINTS, ACLS, AclAccess
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource, MemoryHistory
 from .openapi import build_openapi, openapi_handler
@@ -153,6 +154,7 @@ def create_http_app(
     lag: LagEvaluator | None = None,
     audit: AuditTrail | None = None,
     users: UserStore | None = None,
+    acls: AclAccess | None = None,
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
@@ -190,9 +192,11 @@ def create_http_app(
     app[keys.USERS] = users if users is not None else UserStore(MemoryDataLog(), app[keys.CLOCK].now_ms)
     app[keys.TOKEN] = token or ""
     app[keys.ACCESS] = access if access is not None else Access(legacy_token=token or None)
-    app[keys.ROLES] = {ep.operation_id(): ep.role for ep in ENDPOINTS}
+    if acls is not None:  # the daemon's authorizer and ACL store (servers.http.acls); none: /v1/acls is empty
+        app[ACLS] = acls
     app[keys.DEFERRED_TIMEOUT_S] = deferred_timeout_s
-    endpoints = [*ENDPOINTS, *USER_ENDPOINTS]
+    endpoints = [*ENDPOINTS, *USER_ENDPOINTS, *ACL_ENDPOINTS]
+    app[keys.ROLES] = {ep.operation_id(): ep.role for ep in endpoints}
     doc = build_openapi(
         endpoints,
         title="Kafka group coordinator - operator API",

@@ -27,6 +27,7 @@ from runtime.metrics import Metrics
 from security.users import UserStore
 
 from .access import Access
+from .acls import AclAccess
 from .app import create_http_app
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource
@@ -56,9 +57,10 @@ class Operator:
         broker: Broker | None = None,
         admin: TopicAdmin | None = None,
         users: UserStore | None = None,
+        acls: AclAccess | None = None,
     ) -> web.Application:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
             token=token, access=access, activity=self.activity, broker=broker, admin=admin, lag=self.lag,
-            audit=self.audit, users=users,
+            audit=self.audit, users=users, acls=acls,
         )  # fmt: skip

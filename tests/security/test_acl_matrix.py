@@ -16,7 +16,9 @@ Every other resource has no ACL, so nobody but the super user may touch it."""
 
 from __future__ import annotations
 
+import json
 import logging
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +35,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -354,3 +357,28 @@ def test_a_wrong_password_gets_sasl_authentication_failed_and_no_group(cluster: 
     admin.poll(1)
     assert KafkaError._AUTHENTICATION in {e.code() for e in errors}
     assert any("authentication failed" in e.str() for e in errors)
+
+
+def test_an_acl_created_over_http_lets_bob_in_at_once(cluster: Cluster) -> None:
+    """``POST /v1/acls`` on the daemon's operator API (open here: no tokens configured) goes to the same authorizer
+    the Kafka listener asks; ``DELETE /v1/acls`` takes it back."""
+    url = f"http://127.0.0.1:{cluster.app.app.http_port}/v1/acls"
+    grant = {"resource_type": "GROUP", "resource_name": "shared-http", "principal": "User:bob", "operation": "READ"}
+    err = consume_and_commit(cluster, "bob", "shared-http", "b-topic")
+    assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    request = urllib.request.Request(url, method="POST", data=json.dumps({"acls": [grant]}).encode(),
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=10) as r:
+        assert r.status == 201
+    assert consume_and_commit(cluster, "bob", "shared-http", "b-topic") is None
+    admin = cluster.admin("admin")
+    listed = admin.describe_acls(
+        AclBindingFilter(ResourceType.GROUP, "shared-http", ResourcePatternType.LITERAL, None, None,
+                         AclOperation.ANY, AclPermissionType.ANY)
+    ).result(10)  # fmt: skip
+    assert [(b.principal, b.operation) for b in listed] == [("User:bob", AclOperation.READ)]
+    request = urllib.request.Request(f"{url}?resource_name=shared-http", method="DELETE")
+    with urllib.request.urlopen(request, timeout=10) as r:
+        assert [a["principal"] for a in json.loads(r.read())["acls"]] == ["User:bob"]
+    err = consume_and_commit(cluster, "bob", "shared-http", "b-topic")
+    assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED

@@ -21,6 +21,10 @@
     kgc users set USER [--mechanism SCRAM-SHA-256|SCRAM-SHA-512] [--iterations N] [--password-stdin]
         (the password: env KGC_USER_PASSWORD, else one line of stdin with --password-stdin, else a prompt;
          never an argument, which other users of the machine could read)
+    kgc acls list [FILTER] | kgc acls delete [FILTER] | kgc acls create --resource-type T --resource-name N
+        [--pattern-type LITERAL|PREFIXED] --principal User:P [--host H] --operation OP [--deny]
+        (FILTER: --resource-type, --resource-name, --pattern-type (ANY, MATCH too), --principal, --host,
+         --operation, --permission; Kafka's names, e.g. GROUP, PREFIXED, READ. ``delete`` without a filter is every ACL)
 
 The options mean what they mean to ``kafka-consumer-groups.sh``: ``--topic NAME`` alone is every partition of NAME,
 ``--export`` prints the reset plan as Kafka's CSV (``topic,partition,offset``, with the group as first column when
@@ -701,7 +705,29 @@ def run_command(args: argparse.Namespace, api: Api) -> Outcome:
             data = api.request("DELETE", f"/v1/users/{quote(args.user)}", q)
             return Outcome(data, lambda d, out: print(f"User {d['name']}: {', '.join(d['deleted'])} deleted.",
                                                       file=out))  # fmt: skip
+        case "acls-list":
+            return Outcome(api.request("GET", "/v1/acls", _acl_filter(args)), show_acls)
+        case "acls-create":
+            acl = {"resource_type": args.resource_type, "resource_name": args.resource_name,
+                   "pattern_type": args.pattern_type, "principal": args.principal, "host": args.host,
+                   "operation": args.operation, "permission": "DENY" if args.deny else "ALLOW"}  # fmt: skip
+            return Outcome(api.request("POST", "/v1/acls", body={"acls": [acl]}), show_acls)
+        case "acls-delete":
+            return Outcome(api.request("DELETE", "/v1/acls", _acl_filter(args)), show_acls)
     raise AssertionError(cmd)
+
+
+_ACL_FILTER = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission")
+
+
+def _acl_filter(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in _ACL_FILTER}
+
+
+def show_acls(data: Any, out: TextIO) -> None:
+    rows = [[a["permission"], a["principal"], a["operation"], a["host"], a["resource_type"], a["pattern_type"],
+             a["resource_name"]] for a in data["acls"]]  # fmt: skip
+    table(rows, ["permission", "principal", "operation", "host", "resource", "pattern", "name"], out)
 
 
 def read_password(args: argparse.Namespace) -> str:
@@ -777,7 +803,7 @@ def _groups(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_groups_subcommands(subparsers: Any) -> None:
-    """Add ``groups``, ``topics`` and ``users`` to the daemon's command parser (``kgc``'s subparsers)."""
+    """Add ``groups``, ``topics``, ``users`` and ``acls`` to the daemon's command parser (``kgc``'s subparsers)."""
     groups = subparsers.add_parser("groups", help="inspect and manage consumer groups (through the HTTP API)")
     gcmds = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
 
@@ -891,6 +917,29 @@ def add_groups_subcommands(subparsers: Any) -> None:
     p = ucmds.add_parser("delete", help="delete a user's credentials (every mechanism, or --mechanism)")
     p.add_argument("user")
     p.add_argument("--mechanism", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"])
+    _common(p)
+
+    acls = subparsers.add_parser("acls", help="ACLs (through the HTTP API)")
+    acmds = acls.add_subparsers(dest="acls_command", required=True, metavar="ACTION")
+    for name, what in (("list", "the ACLs the filter matches (every one without)"),
+                       ("delete", "delete the ACLs the filter matches (every one without a filter)")):  # fmt: skip
+        p = acmds.add_parser(name, help=what)
+        p.add_argument("--resource-type", type=str.upper, help="TOPIC, GROUP, CLUSTER, ... (default ANY)")
+        p.add_argument("--resource-name")
+        p.add_argument("--pattern-type", type=str.upper, help="LITERAL, PREFIXED, MATCH or ANY (default)")
+        p.add_argument("--principal", help="e.g. User:alice")
+        p.add_argument("--host")
+        p.add_argument("--operation", type=str.upper, help="READ, WRITE, DESCRIBE, ALL, ... (default ANY)")
+        p.add_argument("--permission", type=str.upper, help="ALLOW, DENY or ANY (default)")
+        _common(p)
+    p = acmds.add_parser("create", help="create one ACL (ALLOW, or DENY with --deny)")
+    p.add_argument("--resource-type", type=str.upper, required=True, help="TOPIC, GROUP, CLUSTER, ...")
+    p.add_argument("--resource-name", required=True, help="the name, a prefix (PREFIXED), or * (every one)")
+    p.add_argument("--pattern-type", type=str.upper, default="LITERAL", help="LITERAL (default) or PREFIXED")
+    p.add_argument("--principal", required=True, help="e.g. User:alice, or User:* for everyone")
+    p.add_argument("--host", default="*", help="the client's address (default * : any)")
+    p.add_argument("--operation", type=str.upper, required=True, help="READ, WRITE, CREATE, DELETE, DESCRIBE, ALL...")
+    p.add_argument("--deny", action="store_true", help="a DENY (wins over every ALLOW)")
     _common(p)
 
 

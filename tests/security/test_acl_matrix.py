@@ -382,3 +382,38 @@ def test_an_acl_created_over_http_lets_bob_in_at_once(cluster: Cluster) -> None:
         assert [a["principal"] for a in json.loads(r.read())["acls"]] == ["User:bob"]
     err = consume_and_commit(cluster, "bob", "shared-http", "b-topic")
     assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_a_revoked_acl_stops_the_members_heartbeats(cluster: Cluster) -> None:
+    """Heartbeat and OffsetCommit are checked on every request: a member whose Read on the group is deleted while it
+    is in the group gets GROUP_AUTHORIZATION_FAILED on its next one."""
+    admin = cluster.admin("admin")
+    grant = binding(ResourceType.GROUP, "revoked", ResourcePatternType.LITERAL, "bob", AclOperation.READ)
+    for f in admin.create_acls([grant]).values():
+        f.result(10)
+    consumer = Consumer({**cluster.conf("bob"), "group.id": "revoked", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 200})  # fmt: skip
+    try:
+        consumer.subscribe(["b-topic"])
+        for _ in range(40):
+            consumer.poll(0.5)
+            if consumer.assignment():
+                break
+        assert consumer.assignment(), "bob's consumer did not join"
+        revoke = AclBindingFilter(ResourceType.GROUP, "revoked", ResourcePatternType.LITERAL, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+        for f in admin.delete_acls([revoke]).values():
+            f.result(10)
+        got: KafkaError | None = None
+        for _ in range(40):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None and msg.error().code() != KafkaError._PARTITION_EOF:
+                got = msg.error()
+                break
+        assert got is not None and got.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, got
+        with pytest.raises(KafkaException) as refused:
+            consumer.commit(offsets=[TopicPartition("b-topic", 0, 0)], asynchronous=False)
+        assert code_of(refused.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()

@@ -25,6 +25,7 @@ from security.acls import (
     ResourceType,
     invalid_binding,
 )
+from security.audit import Action
 
 from . import audit
 from ._util import response_cls
@@ -170,7 +171,8 @@ async def handle_create_acls(services: Services, ctx: RequestContext, body: Any)
             await services.acl_store.create(new)
         for b in new:
             services.authorizer.index.add(b)
-            audit.admin_action(ctx, None, "ACL created (CreateAcls): %s", _describe(b))
+            audit.admin_action(ctx, None, "ACL created (CreateAcls): %s", _describe(b), services=services,
+                               action=Action.ACL_CREATE, resource=_describe(b))  # fmt: skip
     ctx.error = next((int(r["error_code"]) for r in results if r["error_code"] is not ErrorCode.none), 0)
     return build(response_cls(ctx), {"results": results})
 
@@ -206,7 +208,8 @@ async def handle_delete_acls(services: Services, ctx: RequestContext, body: Any)
             await services.acl_store.delete(doomed)
         for b in doomed:
             services.authorizer.index.remove(b)
-            audit.admin_action(ctx, None, "ACL deleted (DeleteAcls): %s", _describe(b))
+            audit.admin_action(ctx, None, "ACL deleted (DeleteAcls): %s", _describe(b), services=services,
+                               action=Action.ACL_DELETE, resource=_describe(b))  # fmt: skip
     ctx.error = next((int(r["error_code"]) for r in filter_results if r["error_code"] is not ErrorCode.none), 0)
     return build(response_cls(ctx), {"filter_results": filter_results})
 

@@ -417,3 +417,14 @@ def test_a_revoked_acl_stops_the_members_heartbeats(cluster: Cluster) -> None:
         assert code_of(refused.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         consumer.close()
+
+
+def test_the_acl_changes_are_in_the_audit_with_their_principal(cluster: Cluster) -> None:
+    """CreateAcls over Kafka (the fixture's, by the SCRAM-authenticated super user) is in ``GET /v1/audit``."""
+    url = f"http://127.0.0.1:{cluster.app.app.http_port}/v1/audit?limit=1000"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        actions = json.loads(r.read())["actions"]
+    created = [a for a in actions if a["action"] == "acl.create" and a["via"] == "kafka"]
+    assert {a["principal"] for a in created} == {"User:admin"}
+    assert any("User:alice" in a["resource"] and "team-a-secret" in a["resource"] for a in created)
+    assert len(created) >= 11  # the fixture's nine (confluent-kafka) and two (kafka-python)

@@ -428,3 +428,33 @@ def test_the_acl_changes_are_in_the_audit_with_their_principal(cluster: Cluster)
     assert {a["principal"] for a in created} == {"User:admin"}
     assert any("User:alice" in a["resource"] and "team-a-secret" in a["resource"] for a in created)
     assert len(created) >= 11  # the fixture's nine (confluent-kafka) and two (kafka-python)
+
+
+def test_refusals_do_not_disclose_existence_and_are_per_partition(cluster: Cluster) -> None:
+    """Kafka checks authorization before existence (a refused principal cannot probe names), per topic in a commit,
+    and the broker's configs on the cluster resource."""
+    alice, bob = cluster.admin("alice"), cluster.admin("bob")
+    [deleted] = bob.delete_topics(["a-missing"], operation_timeout=5).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(10)
+    assert code_of(refused.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    [deleted] = alice.delete_topics(["a-missing"], operation_timeout=5).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted.result(10)
+    assert code_of(refused.value) == KafkaError.UNKNOWN_TOPIC_OR_PART
+    [described] = bob.describe_consumer_groups(["team-a-never-existed"]).values()
+    with pytest.raises(KafkaException) as refused:
+        described.result(10)
+    assert code_of(refused.value) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    [described] = bob.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "0")]).values()
+    with pytest.raises(KafkaException) as refused:
+        described.result(10)
+    assert code_of(refused.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # alice commits in her group for her topic and bob's: only bob's partition is refused
+    request = [ConsumerGroupTopicPartitions("team-a-mixed", [TopicPartition("a-topic", 0, 0),
+                                                             TopicPartition("b-topic", 0, 0)])]  # fmt: skip
+    [altered] = alice.alter_consumer_group_offsets(request).values()
+    errors = {p.topic: p.error.code() if p.error else None for p in altered.result(10).topic_partitions}
+    assert errors == {"a-topic": None, "b-topic": KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    [fetched] = alice.list_consumer_group_offsets([ConsumerGroupTopicPartitions("team-a-mixed")]).values()
+    assert [(p.topic, p.offset) for p in fetched.result(10).topic_partitions] == [("a-topic", 0)]

@@ -56,6 +56,7 @@ from kafka.admin import (
     KafkaAdminClient,
     ResourcePattern,
 )
+from kafka.admin import NewTopic as KpNewTopic
 from kafka.admin import ResourceType as KpResourceType
 from kafka.admin._users import UserScramCredentialUpsertion as KpUpsertion
 from kafka.structs import TopicPartition as KpTopicPartition
@@ -458,3 +459,27 @@ def test_refusals_do_not_disclose_existence_and_are_per_partition(cluster: Clust
     assert errors == {"a-topic": None, "b-topic": KafkaError.TOPIC_AUTHORIZATION_FAILED}
     [fetched] = alice.list_consumer_group_offsets([ConsumerGroupTopicPartitions("team-a-mixed")]).values()
     assert [(p.topic, p.offset) for p in fetched.result(10).topic_partitions] == [("a-topic", 0)]
+
+
+def test_cluster_wide_grants(cluster: Cluster) -> None:
+    """Describe on the cluster lists every group (Kafka's ListGroups); Create on the cluster creates any topic."""
+    assert consume_and_commit(cluster, "alice", "team-a-listed", "a-topic") is None
+    admin, bob = cluster.admin("admin"), cluster.admin("bob")
+    assert "team-a-listed" not in {g.group_id for g in bob.list_consumer_groups().result(10).valid}
+    kp_bob = cluster.kp_admin("bob")
+    try:
+        with pytest.raises(kerrors.TopicAuthorizationFailedError):
+            kp_bob.create_topics([KpNewTopic("bob-new", 1, 1)])
+        cluster_wide = [binding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "bob", op)
+                        for op in (AclOperation.DESCRIBE, AclOperation.CREATE)]  # fmt: skip
+        for f in admin.create_acls(cluster_wide).values():
+            f.result(10)
+        assert "team-a-listed" in {g.group_id for g in bob.list_consumer_groups().result(10).valid}
+        kp_bob.create_topics([KpNewTopic("bob-new", 1, 1)])
+        assert "bob-new" in admin.list_topics(timeout=10).topics
+    finally:
+        kp_bob.close()
+        revoke = AclBindingFilter(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:bob", None,
+                                  AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+        for f in admin.delete_acls([revoke]).values():
+            f.result(10)

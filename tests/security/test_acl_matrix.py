@@ -12,7 +12,9 @@ and denied, with the error code Kafka gives:
 * bob: All on the group ``team-b`` and the topic ``b-topic``; of alice's only Describe on ``a-topic`` (so the
   clients reach the Produce and Fetch checks instead of stopping at Metadata).
 
-Every other resource has no ACL, so nobody but the super user may touch it."""
+Every other resource has no ACL, so nobody but the super user may touch it. Also: a wrong password (SCRAM and
+PLAIN), a revoked ACL stopping a member's heartbeats, refusals that do not disclose existence, cluster-wide grants,
+``/v1/acls`` reaching the same authorizer, the ACL changes in the audit, and no ERROR in the daemon's log."""
 
 from __future__ import annotations
 

@@ -258,7 +258,7 @@ def generate(spark: SparkSession, spec: SyntheticSpec) -> dict[str, DataFrame]:
         appended.alias("appended_ms"),
         (((appended * 8 + 6) * 4096 + F.col("t")) * 64 + F.col("p") % 64).alias("position"),
     )
-    empty = {n: spark.createDataFrame([], TABLES[n]) for n in ("group_removals", "offset_removals")}
+    empty = {n: spark.createDataFrame([], TABLES[n]) for n in ("group_removals", "offset_removals", "admin_actions")}
     out.update(empty)
     return {name: out[name].select(*[f.name for f in TABLES[name].fields]) for name in TABLES}
 

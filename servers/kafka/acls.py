@@ -180,7 +180,7 @@ async def handle_create_acls(services: Services, ctx: RequestContext, body: Any)
 async def handle_delete_acls(services: Services, ctx: RequestContext, body: Any) -> Any:
     error = _refusal(services, ctx, AclOperation.ALTER)
     filter_results: list[dict[str, Any]] = []
-    doomed: list[AclBinding] = []
+    doomed: dict[AclBinding, None] = {}  # in match order, each once (a set lookup: DeleteAcls may match 10,000s)
     for raw in body.filters:
         if error is not None:
             filter_results.append({"error_code": error, "error_message": error.name, "matching_acls": []})
@@ -193,7 +193,7 @@ async def handle_delete_acls(services: Services, ctx: RequestContext, body: Any)
             )
             continue
         matched = services.authorizer.index.matching(f)
-        doomed.extend(b for b in matched if b not in doomed)
+        doomed.update(dict.fromkeys(matched))
         filter_results.append(
             {
                 "error_code": ErrorCode.none,
@@ -205,7 +205,7 @@ async def handle_delete_acls(services: Services, ctx: RequestContext, body: Any)
         )
     if doomed:
         if services.acl_store is not None:
-            await services.acl_store.delete(doomed)
+            await services.acl_store.delete(list(doomed))
         for b in doomed:
             services.authorizer.index.remove(b)
             audit.admin_action(ctx, None, "ACL deleted (DeleteAcls): %s", _describe(b), services=services,

@@ -152,18 +152,18 @@ async def list_acls(request: web.Request) -> web.Response:
 async def create_acls(request: web.Request) -> web.Response:
     access = _access(request, writing=True)
     body = await parse_body(request, AclCreate)
-    new: list[AclBinding] = []
+    new: dict[AclBinding, None] = {}  # each once, in request order (a set lookup)
     for v in body.acls:
         b = _binding(v)
         message = invalid_binding(b)
         if message is not None:
             raise json_error(400, message)
         if b not in access.authorizer.index and b not in new:
-            new.append(b)
+            new[b] = None
     if new:
         store = access.store()
         if store is not None:
-            await store.create(new)
+            await store.create(list(new))
         for b in new:
             access.authorizer.index.add(b)
             audit.admin_action(request, None, "ACL created through the operator API: %s", _describe(b),

@@ -145,7 +145,7 @@ def handle_describe_acls(services: Services, ctx: RequestContext, body: Any) -> 
 async def handle_create_acls(services: Services, ctx: RequestContext, body: Any) -> Any:
     error = _refusal(services, ctx, AclOperation.ALTER)
     results: list[dict[str, Any]] = []
-    new: list[AclBinding] = []
+    new: dict[AclBinding, None] = {}  # each once, in request order (a set lookup)
     for c in body.creations:
         if error is not None:
             results.append({"error_code": error, "error_message": error.name})
@@ -164,11 +164,11 @@ async def handle_create_acls(services: Services, ctx: RequestContext, body: Any)
             results.append({"error_code": ErrorCode.invalid_request, "error_message": message})
             continue
         if b not in services.authorizer.index and b not in new:
-            new.append(b)
+            new[b] = None
         results.append({"error_code": ErrorCode.none, "error_message": None})
     if new:
         if services.acl_store is not None:
-            await services.acl_store.create(new)
+            await services.acl_store.create(list(new))
         for b in new:
             services.authorizer.index.add(b)
             audit.admin_action(ctx, None, "ACL created (CreateAcls): %s", _describe(b), services=services,

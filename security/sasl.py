@@ -3,10 +3,11 @@
 ``SaslExchange.step`` takes the client's token (what SaslAuthenticate carries) and returns the server's answer; when
 ``complete`` is set, ``user`` is who authenticated. Any failure raises ``SaslError`` (the listener answers
 SASL_AUTHENTICATION_FAILED and closes the connection, as Kafka does). PLAIN checks the password against the user's
-SCRAM credential (SHA-512 first, then SHA-256), so there is no second password store. A PLAIN check costs one PBKDF2
-of the credential's iteration count (milliseconds), so ``PlainCache`` remembers the last verified logins: a keyed hash
-of user and password (never the password) with the stored key it matched; a changed or deleted credential no longer
-matches it.
+SCRAM credential (SHA-512 first, then SHA-256), so there is no second password store; an unknown user costs the
+same PBKDF2 (against a fake credential) as a wrong password, so the time taken does not tell which user names exist.
+A PLAIN check costs one PBKDF2 of the credential's iteration count (milliseconds), so ``PlainCache`` remembers the
+last verified logins: a keyed hash of user and password (never the password) with the stored key it matched; a
+changed or deleted credential no longer matches it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import OrderedDict
 
 from security.credentials import SCRAM_MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512, CredentialLookup, ScramCredential
 from security.scram import ScramError, ScramServer, derive, verify_password
+from security.scram_keys import fake_credential
 
 PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
@@ -96,9 +98,11 @@ class SaslExchange:
             raise SaslError("invalid PLAIN message: empty user name or password")
         if authzid and authzid != user:
             raise SaslError("authentication failed: authorization id must be the user name")
+        found = False
         for mechanism in (SCRAM_SHA_512, SCRAM_SHA_256):
             credential = self.credentials.scram(user, mechanism)
             if credential is not None:
+                found = True
                 cache = self._plain_cache
                 digest = cache.digest(user, password) if cache is not None else b""
                 if cache is not None and cache.matches(digest, credential):
@@ -112,6 +116,8 @@ class SaslExchange:
                     self.user = user
                     return b""
                 break
+        if not found:  # the same PBKDF2 as a wrong password: an unknown user is not told apart by the time taken
+            verify_password(fake_credential(SCRAM_SHA_512, user), password)
         raise SaslError("authentication failed: invalid username or password")
 
 

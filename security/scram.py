@@ -6,9 +6,13 @@ Two round trips. The client's first message ``n,[a=authzid],n=user,r=cnonce`` na
 must equal StoredKey. The server answers ``v=base64(HMAC(ServerKey, AuthMessage))`` so the client knows the server
 holds the credential too. Only the salt, StoredKey, ServerKey and iteration count are ever stored (``derive``).
 
-Like Kafka: an unknown user fails at the first message, an authorization id must equal the user name, the only
-extension Kafka knows (``tokenauth``, delegation tokens) is refused here (no delegation tokens), and every failure is
-one ``ScramError`` whose message does not say whether the user or the password was wrong.
+Like Kafka: only the gs2 header ``n`` (no channel binding) is accepted - ``y`` and ``p=`` are refused, as Kafka's
+``ClientFirstMessage`` refuses them -, an authorization id must equal the user name, the only extension Kafka knows
+(``tokenauth``, delegation tokens) is refused here (no delegation tokens), and every failure is one ``ScramError``
+whose message does not say whether the user or the password was wrong. Unlike Kafka, which fails an unknown user at
+the first message (so a client can tell which user names exist), an unknown user gets a server-first message from a
+fake credential (``scram_keys.fake_credential``: the same salt every time, the default iteration count) and fails at
+the final message with the wrong-password error, after the same work: RFC 5802 section 5.1's simulated exchange.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from security.scram_keys import (
     HASHES,
     MAX_ITERATIONS,
     MIN_ITERATIONS,
+    fake_credential,
     new_credential,
     password_matches,
     salted_password,
@@ -114,7 +119,7 @@ class ScramServer:
         except UnicodeDecodeError:
             raise ScramError("SCRAM message is not UTF-8") from None
         parts = text.split(",", 2)
-        if len(parts) != 3 or parts[0] not in ("n", "y") or (parts[1] and not parts[1].startswith("a=")):
+        if len(parts) != 3 or parts[0] != "n" or (parts[1] and not parts[1].startswith("a=")):
             raise ScramError("invalid SCRAM gs2 header (channel binding is not supported)")
         self._gs2_header = f"{parts[0]},{parts[1]},"
         bare = parts[2]
@@ -132,8 +137,8 @@ class ScramServer:
         if "tokenauth=" in bare:
             raise ScramError("delegation tokens are not supported")
         credential = self.credentials.scram(user, self.mechanism)
-        if credential is None:
-            raise ScramError(f"authentication failed: invalid credentials with SASL mechanism {self.mechanism}")
+        if credential is None:  # fails at the final message, as a wrong password does (module docstring)
+            credential = fake_credential(self.mechanism, user)
         self._user = user
         self._credential = credential
         self._client_first_bare = bare

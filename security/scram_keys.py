@@ -43,6 +43,24 @@ def new_credential(
     return credential_from_salted(mechanism, salt, salted_password(mechanism, password, salt, iterations), iterations)
 
 
+# A per-process key for the credentials of users that do not exist (``fake_credential``).
+_FAKE_KEY = secrets.token_bytes(32)
+
+
+def fake_credential(mechanism: str, user: str) -> ScramCredential:
+    """A credential for a user that does not exist, so an unknown user is not told apart from a wrong password (RFC
+    5802 section 5.1: the server simulates the exchange). The salt is the same for the same user for the life of the
+    process (a client asking twice sees no difference from a real user), the keys are random to everyone (no password
+    derives them: no proof ever matches), the iteration count is the default. One HMAC: it costs what a lookup of a
+    real user costs."""
+    name = HASHES[mechanism]
+    seed = hmac.new(_FAKE_KEY, f"{mechanism}\0{user}".encode(), "sha512").digest()
+    salt = seed[:SALT_BYTES]
+    stored_key = hmac.new(seed, b"stored", name).digest()
+    server_key = hmac.new(seed, b"server", name).digest()
+    return ScramCredential(mechanism, salt, stored_key, server_key, DEFAULT_ITERATIONS)
+
+
 def password_matches(credential: ScramCredential, password: str) -> bool:
     """Whether a PLAIN password is the one the credential was made from (constant-time comparison of StoredKey)."""
     candidate = new_credential(credential.mechanism, password, credential.iterations, credential.salt)

@@ -35,7 +35,7 @@ from protocol.errors import ErrorCode
 from .credential_records import CredentialRecord, ScramCredentialDeleted, ScramCredentialSet
 from .credentials import SCRAM_MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential
 from .scram_keys import DEFAULT_ITERATIONS as DEFAULT_BOOTSTRAP_ITERATIONS
-from .scram_keys import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted, password_matches
+from .scram_keys import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted, fake_credential, password_matches
 
 # the int8 on the wire (Kafka's ScramMechanism)
 MECHANISM_CODES = {1: SCRAM_SHA_256, 2: SCRAM_SHA_512}
@@ -103,7 +103,8 @@ class UserStore:
     def verify_plain(self, user: str, password: str) -> bool:
         """PLAIN: whether the password matches one of the user's SCRAM credentials (SHA-512 tried first)."""
         creds = self._users.get(user)
-        if not creds:
+        if not creds:  # the same PBKDF2 as a wrong password: the time taken does not tell which users exist
+            password_matches(fake_credential(SCRAM_SHA_512, user), password)
             return False
         digest = hmac.new(self._plain_key, password.encode(), hashlib.sha256).digest()
         known = self._plain_ok.get(user)

@@ -398,6 +398,10 @@ def test_bad_tls_and_sasl_clients_log_nothing_at_error(
         scram = WireClient("127.0.0.1", secure.port_of("SASL_PLAINTEXT"))
         assert scram.call(build_request(17, 1, mechanism="SCRAM-SHA-256")).error_code == ErrorCode.none
         answer = scram.call(build_request(36, 0, auth_bytes=b"n,,n=nobody,r=abc"))
+        assert answer.error_code == ErrorCode.none  # an unknown user fails at the final message, like a wrong password
+        answer = scram.call(
+            build_request(36, 0, auth_bytes=b"c=biws,r=" + answer.auth_bytes[2:].split(b",")[0] + b",p=AAAA")
+        )
         assert answer.error_code == ErrorCode.sasl_authentication_failed
         scram.close()
     assert any("authentication failed" in r.getMessage() for r in caplog.records)  # the daemon's log is captured

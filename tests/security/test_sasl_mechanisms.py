@@ -55,16 +55,59 @@ def test_scram_wrong_password_fails(mechanism: str) -> None:
     assert not exchange.complete and exchange.user is None
 
 
-def test_scram_unknown_user_fails_at_first_message() -> None:
-    exchange = SaslExchange(SCRAM_SHA_512, OneUser("alice", "s3cret"))
-    with pytest.raises(SaslError):
-        exchange.step(ScramClient("mallory", "x", SCRAM_SHA_512).first_message())
+def server_first_of(user: str, creds: OneUser) -> tuple[SaslExchange, ScramClient, dict[str, str]]:
+    exchange = SaslExchange(SCRAM_SHA_512, creds)
+    client = ScramClient(user, "wrong", SCRAM_SHA_512)
+    first = exchange.step(client.first_message())
+    fields = dict(part.split("=", 1) for part in first.decode().split(","))
+    client.process_server_first_message(first)
+    return exchange, client, fields
+
+
+def test_scram_unknown_user_is_not_told_apart_from_a_wrong_password() -> None:
+    """An unknown user gets a server-first message (a fake credential: the same salt each time, the default
+    iterations) and fails at the final message with the wrong-password error (Kafka fails it at the first message,
+    which tells a client which user names exist)."""
+    creds = OneUser("alice", "s3cret")
+    errors = []
+    for user in ("alice", "mallory"):
+        exchange, client, fields = server_first_of(user, creds)
+        assert set(fields) == {"r", "s", "i"} and len(base64.b64decode(fields["s"])) == 32
+        with pytest.raises(SaslError) as failure:
+            exchange.step(client.final_message())
+        assert not exchange.complete and exchange.user is None
+        errors.append(str(failure.value))
+    assert errors[0] == errors[1]
+    assert server_first_of("mallory", creds)[2]["s"] == server_first_of("mallory", creds)[2]["s"]
+    assert server_first_of("mallory", creds)[2]["i"] == "8192"
+    assert server_first_of("mallory", creds)[2]["s"] != server_first_of("eve", creds)[2]["s"]
+
+
+def test_plain_unknown_user_costs_the_pbkdf2_of_a_wrong_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    import security.scram_keys as keys
+
+    derivations: list[str] = []
+    real = keys.salted_password
+
+    def counting(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+        derivations.append(mechanism)
+        return real(mechanism, password, salt, iterations)
+
+    monkeypatch.setattr(keys, "salted_password", counting)
+    creds = StaticCredentials()
+    creds.add("alice", "s3cret")
+    derivations.clear()
+    for token in (b"\x00alice\x00wrong", b"\x00mallory\x00wrong"):
+        with pytest.raises(SaslError, match="invalid username or password"):
+            SaslExchange(PLAIN, creds).step(token)
+    assert derivations == [SCRAM_SHA_512, SCRAM_SHA_512]
 
 
 @pytest.mark.parametrize(
     "message",
     [b"", b"garbage", b"p=tls-unique,,n=a,r=x", b"n,,r=x,n=alice", b"n,a=bob,n=alice,r=x", b"n,,n=al=ZZice,r=x",
-     b"\xff\xfe", b"n,,n=alice,r=x,tokenauth=true"],
+     b"\xff\xfe", b"n,,n=alice,r=x,tokenauth=true", b"y,,n=alice,r=x", b"y,a=alice,n=alice,r=x",
+     b"p=tls-server-end-point,,n=alice,r=x"],
 )  # fmt: skip
 def test_scram_bad_first_messages(message: bytes) -> None:
     with pytest.raises(ScramError):

@@ -12,9 +12,12 @@ closes. Success sets the connection's principal to ``User:<name>``.
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 the successful SaslAuthenticate (v1+) tells the
 client its session lifetime; a client that supports it sends SaslHandshake + SaslAuthenticate again on the same
 connection before then (same mechanism and same user, else the re-authentication fails and the connection closes).
-A request other than these arriving after the session expired closes the connection, as Kafka closes it (clients
-that cannot re-authenticate, v0, simply reconnect). SaslHandshake v0 (raw tokens without Kafka framing) is not
-served: Kafka 4 dropped it too (KIP-896).
+A request other than these arriving after the session expired closes the connection, ApiVersions included, as
+Kafka's ``SocketServer`` closes it (clients that cannot re-authenticate, v0, simply reconnect); so does any request
+but SaslAuthenticate while a re-authentication is under way (the old session does not serve meanwhile). With
+``connections.max.reauth.ms`` 0 there is no re-authentication: a SaslHandshake on an authenticated connection is
+answered ILLEGAL_SASL_STATE and the connection stays open, as Kafka answers it. SaslHandshake v0 (raw tokens
+without Kafka framing) is not served: Kafka 4 dropped it too (KIP-896).
 
 On PLAINTEXT and SSL listeners the two APIs answer ILLEGAL_SASL_STATE, as Kafka's do (``HANDLERS``).
 """
@@ -75,10 +78,9 @@ class SaslState:
         self.error = 0  # the error code of the last SASL answer (for kgc_requests_total)
 
     def passes(self, api_key: int, now: float) -> bool:
-        """Whether the request is served as usual (ApiVersions always; others once authenticated, not expired)."""
-        if api_key == _API_VERSIONS:
-            return True
-        if api_key in (_HANDSHAKE, _AUTHENTICATE) or self.principal is None:
+        """Whether the request is served as usual: ApiVersions unless the session expired; the others once
+        authenticated (not while re-authenticating) and not expired."""
+        if api_key in (_HANDSHAKE, _AUTHENTICATE) or (self.state != "complete" and api_key != _API_VERSIONS):
             return False
         return self.expires is None or now < self.expires
 
@@ -94,6 +96,10 @@ class SaslState:
         if self.principal is not None and self.expires is not None and now >= self.expires:
             log.info("closing connection of %s: SASL session expired (connections.max.reauth.ms)", self.principal)
             return None, "reauth"
+        if self.reauthenticating:  # Kafka: "Unexpected Kafka request ... during SASL authentication"
+            log.info("closing connection of %s: api key %d during re-authentication", self.principal, key,
+                     extra={"throttle": ("sasl",)})  # fmt: skip
+            return None, "sasl"
         log.info("closing connection: api key %d before SASL authentication", key, extra={"throttle": ("sasl",)})
         return None, "sasl"
 
@@ -104,6 +110,8 @@ class SaslState:
         if mechanism not in enabled:
             return self._hs(request, ErrorCode.unsupported_sasl_mechanism, enabled), "sasl"
         if self.state == "complete":
+            if self.expires is None:  # sessions do not expire: no re-authentication (Kafka's KafkaApis answers this)
+                return self._hs(request, ErrorCode.illegal_sasl_state, enabled), None
             if mechanism != self.mechanism:  # KIP-368: a re-authentication keeps its mechanism
                 return self._hs(request, ErrorCode.illegal_sasl_state, enabled), "sasl"
             self.reauthenticating = True

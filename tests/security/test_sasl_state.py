@@ -126,3 +126,39 @@ def test_reauthentication_cannot_change_user_or_mechanism() -> None:
     plain_login(state, "alice", "s3cret")
     response, close = handshake(state, "SCRAM-SHA-256")
     assert response.error_code == ErrorCode.illegal_sasl_state and close == "sasl"
+
+
+def heartbeat() -> Any:
+    return request(12, 4, group_id="g", generation_id=1, member_id="m")
+
+
+def test_expired_session_closes_on_api_versions_too() -> None:
+    """Kafka's SocketServer closes an expired connection on any request but a SaslHandshake that re-authenticates."""
+    state = SaslState(SaslConfig((PLAIN,), CREDS, max_reauth_ms=10_000))
+    plain_login(state, "alice", "s3cret", now=100.0)
+    assert state.passes(18, 109.0)
+    assert not state.passes(18, 110.0)
+    frame, close = state.answer(request(18, 3, client_software_name="x", client_software_version="1"), 110.0)
+    assert frame is None and close == "reauth"
+
+
+def test_no_other_request_is_served_while_re_authenticating() -> None:
+    """Between the re-authentication's SaslHandshake and its last SaslAuthenticate the old session serves nothing:
+    Kafka's authenticator refuses any other request then and closes the connection."""
+    state = SaslState(SaslConfig((PLAIN,), CREDS, max_reauth_ms=10_000))
+    plain_login(state, "alice", "s3cret", now=100.0)
+    assert state.passes(12, 101.0)
+    response, close = handshake(state, PLAIN, now=101.0)
+    assert response.error_code == ErrorCode.none and close is None
+    assert not state.passes(12, 101.0)
+    frame, close = state.answer(heartbeat(), 101.0)
+    assert frame is None and close == "sasl"
+
+
+def test_a_handshake_after_authentication_without_reauth_is_illegal_state_and_keeps_the_session() -> None:
+    """connections.max.reauth.ms 0: no re-authentication; Kafka's KafkaApis answers ILLEGAL_SASL_STATE."""
+    state = SaslState(SaslConfig((PLAIN,), CREDS, max_reauth_ms=0))
+    plain_login(state, "alice", "s3cret")
+    response, close = handshake(state, PLAIN)
+    assert response.error_code == ErrorCode.illegal_sasl_state and close is None
+    assert state.passes(12, 1e9) and state.principal == "User:alice"

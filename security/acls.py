@@ -305,30 +305,46 @@ class Authorizer:
 
     def authorize_any(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
         """Whether the principal may do ``operation`` on *some* resource of the type (Kafka's
-        ``authorizeByResourceType``, KIP-679: InitProducerId without IdempotentWrite on the cluster needs Write on
-        any topic): an applying ALLOW on some pattern that no applying DENY on the same pattern cancels. Walks the
-        type's bindings: used once per producer, not per request."""
-        if not self.enabled or principal in self.super_users:
+        ``Authorizer.authorizeByResourceType``, KIP-679: InitProducerId without IdempotentWrite on the cluster needs
+        Write on any topic), as Kafka decides it: allowed if a check on a made-up name (``hardcode``) is allowed
+        (super users; ``allow.everyone.if.no.acl.found`` when no ACL applies to that name); denied by a DENY on the
+        wildcard; allowed by an ALLOW on the wildcard; else allowed if some LITERAL ALLOW is not denied by a DENY on
+        the same literal name nor by a PREFIXED DENY on one of its prefixes, or some PREFIXED ALLOW has no PREFIXED
+        DENY on one of its prefixes (itself included). Walks the type's bindings: used once per producer, not per
+        request."""
+        if not self.enabled or self.authorize(principal, host, operation, resource_type, "hardcode"):
             return True
         if host[:1] == "/":
             host = host[1:]
-        allows: set[tuple[str, PatternType]] = set()
-        denies: set[tuple[str, PatternType]] = set()
-        seen = False
+        allows: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        denies: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        wildcard_allow = False
         for b in self.index:
             if b.resource_type != resource_type:
                 continue
-            seen = True
             if (b.principal != principal and b.principal != WILDCARD_PRINCIPAL) or b.host not in (WILDCARD, host):
                 continue
             if b.operation != operation and b.operation != AclOperation.ALL:
                 continue
-            (allows if b.permission == PermissionType.ALLOW else denies).add((b.resource_name, b.pattern_type))
-        if (WILDCARD, PatternType.LITERAL) in denies:
-            return False
-        if not seen:
-            return self.allow_everyone_if_no_acl_found
-        return bool(allows - denies)
+            literal_wildcard = b.pattern_type == PatternType.LITERAL and b.resource_name == WILDCARD
+            if b.permission == PermissionType.DENY:
+                if literal_wildcard:
+                    return False
+                denies[b.pattern_type].add(b.resource_name)
+            elif literal_wildcard:
+                wildcard_allow = True
+            else:
+                allows[b.pattern_type].add(b.resource_name)
+        if wildcard_allow:
+            return True
+        denied_prefixes = denies[PatternType.PREFIXED]
+        for pattern_type, names in allows.items():
+            for name in names:
+                if pattern_type == PatternType.LITERAL and name in denies[PatternType.LITERAL]:
+                    continue
+                if not any(name[:end] in denied_prefixes for end in range(1, len(name) + 1)):
+                    return True
+        return False
 
     def authorize_cluster(self, principal: str, host: str, operation: AclOperation) -> bool:
         return self.authorize(principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -172,6 +172,29 @@ def test_authorize_any_topic_for_idempotent_producers() -> None:
     assert not a.authorize_any("User:alice", "h", Op.WRITE, T)
 
 
+def test_authorize_any_as_kafkas_authorize_by_resource_type() -> None:
+    """Kafka's Authorizer.authorizeByResourceType: a PREFIXED DENY on a prefix of an allowed name dominates it, a
+    LITERAL DENY only its own name; allow.everyone.if.no.acl.found counts when no ACL applies to a made-up name."""
+    a = authorizer(acl(T, "pay.orders", Op.WRITE), acl(T, "pay", Op.WRITE, DENY, pattern=PRE))
+    assert not a.authorize_any("User:alice", "h", Op.WRITE, T)  # every topic alice may write is denied
+    a = authorizer(acl(T, "pay.orders", Op.WRITE, pattern=PRE), acl(T, "pay", Op.WRITE, DENY, pattern=PRE))
+    assert not a.authorize_any("User:alice", "h", Op.WRITE, T)
+    a = authorizer(acl(T, "pay", Op.WRITE, pattern=PRE), acl(T, "pay.orders", Op.WRITE, DENY, pattern=PRE))
+    assert a.authorize_any("User:alice", "h", Op.WRITE, T)  # pay.refunds is writable
+    a = authorizer(acl(T, "pay", Op.WRITE, pattern=PRE), acl(T, "pay", Op.WRITE, DENY))
+    assert a.authorize_any("User:alice", "h", Op.WRITE, T)  # a literal DENY does not cancel a prefix
+    a = authorizer(acl(T, "x", Op.WRITE), acl(T, "x", Op.WRITE, DENY, principal="User:*"))
+    assert not a.authorize_any("User:alice", "h", Op.WRITE, T)
+    # ACLs on other topics only, everyone allowed where no ACL is found: some topic (one without ACLs) is writable
+    a = authorizer(acl(T, "secret", Op.READ, principal="User:bob"), allow_everyone_if_no_acl_found=True)
+    assert a.authorize_any("User:alice", "h", Op.WRITE, T)
+    a = authorizer(acl(T, "secret", Op.READ, principal="User:bob"))
+    assert not a.authorize_any("User:alice", "h", Op.WRITE, T)
+    assert authorizer(acl(T, "*", Op.WRITE, DENY), super_users=["User:alice"]).authorize_any(
+        "User:alice", "h", Op.WRITE, T
+    )
+
+
 def test_hosts_in_the_listeners_slash_form_match_bare_acl_hosts() -> None:
     a = authorizer(acl(G, "g", Op.READ, host="10.0.0.1"))
     assert a.authorize("User:alice", "/10.0.0.1", Op.READ, G, "g")

@@ -7,7 +7,8 @@ rules for a broker endpoint (``docs/semantics.md`` §12):
   MISMATCHED_ENDPOINT_TYPE - a broker does not describe the controller quorum - and any other value
   UNSUPPORTED_ENDPOINT_TYPE; either error comes with a message, no brokers, an empty cluster id and controller -1.
 * ``cluster_authorized_operations``: -2^31 (not requested) unless the request asks; then every operation the cluster
-  resource supports, as Kafka answers with authorization off (``authorized``).
+  resource supports, as Kafka answers with authorization off (``authorized``); with the authorizer on, as Kafka: 0
+  without Describe on the cluster, else the operations the principal may do on it.
 * ``include_fenced_brokers`` (v2) changes nothing: this node is never fenced (``is_fenced`` false).
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.errors import ErrorCode
+from security.acls import AclOperation
 
 from ._util import response_cls
 from .authorized import CLUSTER_OPERATIONS, NOT_REQUESTED
@@ -41,10 +43,28 @@ def handle_describe_cluster(services: Services, ctx: RequestContext, body: Any) 
             "controller_id": node.node_id,
             "brokers": [broker],
             "cluster_authorized_operations": (
-                CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NOT_REQUESTED
+                _cluster_operations(services, ctx) if body.include_cluster_authorized_operations else NOT_REQUESTED
             ),
         },
     )
+
+
+_CLUSTER_OPERATIONS = tuple(op for op in AclOperation if CLUSTER_OPERATIONS >> op & 1)
+
+
+def _cluster_operations(services: Services, ctx: RequestContext) -> int:
+    """KIP-430, as Kafka's ``handleDescribeCluster``: every operation the cluster supports with the authorizer off;
+    with it on, 0 without Describe on the cluster, else the operations the principal may do on it."""
+    authorizer = services.authorizer
+    if not authorizer.enabled:
+        return CLUSTER_OPERATIONS
+    if not authorizer.authorize_cluster(ctx.principal, ctx.client_host, AclOperation.DESCRIBE):
+        return 0
+    bits = 0
+    for op in _CLUSTER_OPERATIONS:
+        if authorizer.authorize_cluster(ctx.principal, ctx.client_host, op):
+            bits |= 1 << op
+    return bits
 
 
 def _refused(endpoint_type: int) -> dict[str, Any]:

@@ -463,11 +463,30 @@ def test_refusals_do_not_disclose_existence_and_are_per_partition(cluster: Clust
     assert [(p.topic, p.offset) for p in fetched.result(10).topic_partitions] == [("a-topic", 0)]
 
 
+def cluster_operations(c: Cluster, user: str) -> set[str]:
+    """DescribeCluster's cluster_authorized_operations for ``user`` (over the wire: librdkafka asks Metadata v10)."""
+    from security.acls import AclOperation as Op
+    from tests.server.wire import WireClient, build_request
+
+    client = WireClient("127.0.0.1", c.port)
+    try:
+        assert client.call(build_request(17, 1, mechanism="PLAIN")).error_code == 0
+        assert client.call(build_request(36, 2, auth_bytes=f"\0{user}\0{PASSWORDS[user]}".encode())).error_code == 0
+        bits = client.call(build_request(60, 1, include_cluster_authorized_operations=True, endpoint_type=1))
+        return {op.name for op in Op if bits.cluster_authorized_operations >> op & 1}
+    finally:
+        client.close()
+
+
 def test_cluster_wide_grants(cluster: Cluster) -> None:
     """Describe on the cluster lists every group (Kafka's ListGroups); Create on the cluster creates any topic."""
     assert consume_and_commit(cluster, "alice", "team-a-listed", "a-topic") is None
     admin, bob = cluster.admin("admin"), cluster.admin("bob")
     assert "team-a-listed" not in {g.group_id for g in bob.list_consumer_groups().result(10).valid}
+    # KIP-430 as Kafka's DescribeCluster: nothing without Describe on the cluster, all for a super user
+    assert cluster_operations(cluster, "bob") == set()
+    assert cluster_operations(cluster, "admin") == {"CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
+                                                    "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE"}  # fmt: skip
     kp_bob = cluster.kp_admin("bob")
     try:
         with pytest.raises(kerrors.TopicAuthorizationFailedError):
@@ -477,6 +496,7 @@ def test_cluster_wide_grants(cluster: Cluster) -> None:
         for f in admin.create_acls(cluster_wide).values():
             f.result(10)
         assert "team-a-listed" in {g.group_id for g in bob.list_consumer_groups().result(10).valid}
+        assert cluster_operations(cluster, "bob") == {"DESCRIBE", "CREATE"}
         kp_bob.create_topics([KpNewTopic("bob-new", 1, 1)])
         assert "bob-new" in admin.list_topics(timeout=10).topics
     finally:

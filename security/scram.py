@@ -123,26 +123,30 @@ class ScramServer:
             raise ScramError("invalid SCRAM gs2 header (channel binding is not supported)")
         self._gs2_header = f"{parts[0]},{parts[1]},"
         bare = parts[2]
-        attributes = _attributes(bare)
-        if len(attributes) < 2 or attributes[0][0] != "n" or attributes[1][0] != "r" or not attributes[1][1]:
+        fields = bare.split(",")
+        if len(fields) < 2 or fields[0][:2] != "n=" or fields[1][:2] != "r=" or len(fields[1]) == 2:
             raise ScramError("invalid SCRAM client-first message")
-        user = _sasl_name(attributes[0][1])
+        if not all("\x21" <= c <= "\x7e" for c in fields[1][2:]):
+            raise ScramError("invalid SCRAM nonce")
+        user = _sasl_name(fields[0][2:])
         authzid = _sasl_name(parts[1][2:]) if parts[1] else ""
         if authzid and authzid != user:
             raise ScramError("authorization id must be the user name")
-        for key, value in attributes[2:]:
-            if key != "e" and not value:
+        # Extensions follow the nonce as name=value pairs, name alphabetic; Kafka ignores those it does not know.
+        # The one it knows, "tokenauth" (delegation tokens), is refused: there are no delegation tokens here.
+        for extension in fields[2:]:
+            name, sep, _ = extension.partition("=")
+            if not sep or not name.isascii() or not name.isalpha():
                 raise ScramError("invalid SCRAM extension")
-        # Extensions follow the nonce as name=value pairs ("tokenauth=true" for delegation tokens): none supported.
-        if "tokenauth=" in bare:
-            raise ScramError("delegation tokens are not supported")
+            if name == "tokenauth":
+                raise ScramError("delegation tokens are not supported")
         credential = self.credentials.scram(user, self.mechanism)
         if credential is None:  # fails at the final message, as a wrong password does (module docstring)
             credential = fake_credential(self.mechanism, user)
         self._user = user
         self._credential = credential
         self._client_first_bare = bare
-        self._nonce_value = attributes[1][1] + self._nonce()
+        self._nonce_value = fields[1][2:] + self._nonce()
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce_value},s={salt},i={credential.iterations}"
         return self._server_first.encode()

@@ -114,6 +114,14 @@ def test_scram_bad_first_messages(message: bytes) -> None:
         ScramServer(SCRAM_SHA_256, OneUser("alice", "s3cret")).first(message)
 
 
+def test_scram_unknown_extensions_are_ignored_as_kafka_ignores_them() -> None:
+    server = ScramServer(SCRAM_SHA_256, OneUser("alice", "s3cret"), nonce=lambda: "S")
+    assert server.first(b"n,,n=alice,r=C,foo=bar,traceid=x1").startswith(b"r=CS,s=")
+    for bad in (b"n,,n=alice,r=C,foo", b"n,,n=alice,r=C,f-o=1", b"n,,n=alice,r=C\x7f", b"n,,n=alice,r=C,tokenauth=1"):
+        with pytest.raises(ScramError):
+            ScramServer(SCRAM_SHA_256, OneUser("alice", "s3cret")).first(bad)
+
+
 def test_scram_final_with_wrong_nonce_or_binding_fails() -> None:
     server = ScramServer(SCRAM_SHA_256, OneUser("alice", "s3cret"), nonce=lambda: "S")
     server.first(b"n,,n=alice,r=C")

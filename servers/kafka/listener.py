@@ -358,6 +358,14 @@ class Connection(asyncio.Protocol):
     def _dispatch(self, frame: bytes) -> bool:
         """Queue the answer to one frame. False means: stop reading; the answers already encoded are written,
         deferred ones dropped, then the connection is closed."""
+        sasl = self.sasl
+        if sasl is not None and sasl.state != "complete" and not sasl.may_send(frame):
+            # Kafka's SaslServerAuthenticator refuses any other API before authentication from its header alone,
+            # before parsing it (nor is an unsupported version of it answered): closed without an answer.
+            log.info("closing connection %s: request before SASL authentication", self.peer,
+                     extra={"throttle": ("sasl",)})  # fmt: skip
+            self._finish("sasl")
+            return True
         try:
             request = decode_request(frame)
         except UnsupportedApi as exc:
@@ -382,7 +390,6 @@ class Connection(asyncio.Protocol):
         except Exception:  # a bug in our codec (the fuzzer finds none): it must not take the server down either
             log.exception("closing connection %s: undecodable frame", self.peer, extra={"throttle": ("codec-bug",)})
             return False
-        sasl = self.sasl
         if sasl is not None and not sasl.passes(request.header.api_key, _now()):
             sasl_frame, close = sasl.answer(request, _now())
             if sasl_frame is not None:

@@ -45,6 +45,7 @@ log = logging.getLogger("servers.kafka.sasl")
 _HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
 _AUTHENTICATE = 36  # SaslAuthenticate
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
+_BEFORE_AUTH = frozenset({_API_VERSIONS, _HANDSHAKE, _AUTHENTICATE})
 # Kafka's sasl.server.max.receive.size: the largest frame a connection may send before it authenticates (a larger
 # one closes it), so an unauthenticated client cannot make the daemon read and parse 100 MB tokens.
 MAX_RECEIVE_BEFORE_AUTH = 524_288
@@ -76,6 +77,12 @@ class SaslState:
         self.reauthenticating = False
         self.expires: float | None = None  # monotonic seconds when the session ends (connections.max.reauth.ms)
         self.error = 0  # the error code of the last SASL answer (for kgc_requests_total)
+
+    @staticmethod
+    def may_send(frame: bytes) -> bool:
+        """Before authentication (and during re-authentication): whether a frame's API key is ApiVersions,
+        SaslHandshake or SaslAuthenticate, read from the header before anything is decoded."""
+        return len(frame) >= 2 and int.from_bytes(frame[:2], "big", signed=True) in _BEFORE_AUTH
 
     def passes(self, api_key: int, now: float) -> bool:
         """Whether the request is served as usual: ApiVersions unless the session expired; the others once

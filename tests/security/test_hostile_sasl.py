@@ -267,6 +267,14 @@ def test_out_of_sequence_sasl_requests_close_the_connection(hostile: Any) -> Non
     client.send(build_request(12, 4, group_id="g", generation_id=1, member_id="m", group_instance_id=None))
     assert client.is_closed_by_peer()
     client.close()
+    # an unknown API, an unsupported version, a truncated header: closed unanswered, from the header alone (Kafka)
+    for raw in (struct.pack(">hhi", 999, 0, 1) + b"\x00\x00", struct.pack(">hhi", 3, 99, 1) + b"\x00\x00",
+                struct.pack(">hhi", 0, 11, 1) + b"\xff\xff", struct.pack(">hhi", 3, 13, 1) + b"\xff\xff",
+                struct.pack(">hhi", 12, 0, 1)[:3], struct.pack(">hhi", 3, 12, 1) + b"\xff" * 20):  # fmt: skip
+        client = plaintext(app)
+        client.send_raw(struct.pack(">i", len(raw)) + raw)
+        assert client.sock.recv(1) == b""  # EOF, no answer
+        client.close()
     # SaslHandshake v0 (raw tokens follow it in old clients) is not served
     client = plaintext(app)
     assert client.call(build_request(17, 0, mechanism="PLAIN")).error_code == ErrorCode.unsupported_version

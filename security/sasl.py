@@ -16,6 +16,8 @@ import hashlib
 import hmac
 import secrets
 from collections import OrderedDict
+from collections.abc import Callable
+from time import monotonic, perf_counter
 
 from security.credentials import SCRAM_MECHANISMS, SCRAM_SHA_256, SCRAM_SHA_512, CredentialLookup, ScramCredential
 from security.scram import ScramError, ScramServer, derive, verify_password
@@ -32,12 +34,39 @@ class SaslError(Exception):
 
 class PlainCache:
     """Recently verified PLAIN logins: HMAC(process key, user NUL password) -> the stored key it was verified
-    against. Bounded (least recently used out); the key is random per process, so the digests are useless elsewhere."""
+    against. Bounded (least recently used out); the key is random per process, so the digests are useless elsewhere.
 
-    def __init__(self, size: int = 4096) -> None:
+    Also the budget of PBKDF2 work PLAIN may do on the event loop: a PBKDF2 takes milliseconds (tens on a loaded
+    host) and blocks every connection meanwhile, so a flood of wrong or unknown PLAIN logins, which needs no
+    credential, would starve heartbeats and commits. The time spent is a debt that drains at ``budget`` seconds per
+    second; while it exceeds ``burst`` a PLAIN login that the cache does not know fails at once (the client retries
+    later) instead of deriving. Logins the cache knows and SCRAM (no PBKDF2 on the server) are not affected."""
+
+    def __init__(
+        self, size: int = 4096, budget: float = 0.25, burst: float = 1.0, clock: Callable[[], float] = monotonic
+    ) -> None:
         self.size = size
         self._key = secrets.token_bytes(32)
         self._verified: OrderedDict[bytes, bytes] = OrderedDict()
+        self.budget = budget
+        self.burst = burst
+        self._clock = clock
+        self._debt = 0.0
+        self._stamp = clock()
+        self.refused = 0  # PLAIN logins failed for want of budget
+
+    def may_derive(self) -> bool:
+        """Whether a PBKDF2 may run now (the debt of those before has drained below ``burst``)."""
+        now = self._clock()
+        self._debt = max(0.0, self._debt - (now - self._stamp) * self.budget)
+        self._stamp = now
+        if self._debt < self.burst:
+            return True
+        self.refused += 1
+        return False
+
+    def charge(self, seconds: float) -> None:
+        self._debt += seconds
 
     def digest(self, user: str, password: str) -> bytes:
         return hmac.new(self._key, f"{user}\0{password}".encode(), hashlib.sha256).digest()
@@ -98,27 +127,35 @@ class SaslExchange:
             raise SaslError("invalid PLAIN message: empty user name or password")
         if authzid and authzid != user:
             raise SaslError("authentication failed: authorization id must be the user name")
-        found = False
+        cache = self._plain_cache
+        credential = None
         for mechanism in (SCRAM_SHA_512, SCRAM_SHA_256):
             credential = self.credentials.scram(user, mechanism)
             if credential is not None:
-                found = True
-                cache = self._plain_cache
-                digest = cache.digest(user, password) if cache is not None else b""
-                if cache is not None and cache.matches(digest, credential):
-                    self.complete = True
-                    self.user = user
-                    return b""
-                if verify_password(credential, password):
-                    if cache is not None:
-                        cache.remember(digest, credential)
-                    self.complete = True
-                    self.user = user
-                    return b""
                 break
-        if not found:  # the same PBKDF2 as a wrong password: an unknown user is not told apart by the time taken
-            verify_password(fake_credential(SCRAM_SHA_512, user), password)
-        raise SaslError("authentication failed: invalid username or password")
+        digest = b""
+        if cache is not None:
+            if credential is not None:
+                digest = cache.digest(user, password)
+                if cache.matches(digest, credential):
+                    self.complete = True
+                    self.user = user
+                    return b""
+            if not cache.may_derive():
+                raise SaslError("authentication failed: too many PLAIN authentications at once, retry later")
+        started = perf_counter()
+        # An unknown user costs the same PBKDF2 (against a fake credential) as a wrong password: the time taken does
+        # not tell which user names exist.
+        ok = verify_password(credential or fake_credential(SCRAM_SHA_512, user), password) and credential is not None
+        if cache is not None:
+            cache.charge(perf_counter() - started)
+        if not ok or credential is None:
+            raise SaslError("authentication failed: invalid username or password")
+        if cache is not None:
+            cache.remember(digest, credential)
+        self.complete = True
+        self.user = user
+        return b""
 
 
 class StaticCredentials:

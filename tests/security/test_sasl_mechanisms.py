@@ -184,3 +184,39 @@ def test_plain_cache_skips_pbkdf2_only_for_the_same_credential() -> None:
     creds.remove("alice")
     with pytest.raises(SaslError):
         SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00new")
+
+
+def test_plain_pbkdf2_work_on_the_event_loop_is_budgeted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flood of wrong or unknown PLAIN logins needs no credential and costs a PBKDF2 each on the event loop: past
+    the budget (seconds of PBKDF2 per second, with a burst) an uncached login fails at once without deriving; a
+    login the cache knows still succeeds; once the debt has drained, logins derive again."""
+    import security.sasl as sasl_module
+    import security.scram_keys as keys
+    from security.sasl import PlainCache
+
+    derivations: list[str] = []
+    real = keys.salted_password
+
+    def counting(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+        derivations.append(mechanism)
+        return real(mechanism, password, salt, iterations)
+
+    creds = StaticCredentials()
+    creds.add("alice", "pw")
+    now = [0.0]
+    cache = PlainCache(budget=0.25, burst=0.5, clock=lambda: now[0])
+    assert SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00pw") == b""  # remembered
+    monkeypatch.setattr(keys, "salted_password", counting)
+    ticks = iter(range(1_000_000))
+    monkeypatch.setattr(sasl_module, "perf_counter", lambda: next(ticks) * 0.1)  # every PBKDF2 "takes" 100 ms
+    for token in [b"\x00alice\x00wrong", b"\x00mallory\x00x"] * 10:
+        with pytest.raises(SaslError):
+            SaslExchange(PLAIN, creds, cache).step(token)
+    assert len(derivations) == 5 and cache.refused == 15  # 5 x 100 ms reach the 500 ms burst
+    assert SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00pw") == b""  # the cache needs no PBKDF2
+    with pytest.raises(SaslError, match="too many"):
+        SaslExchange(PLAIN, StaticCredentials(), cache).step(b"\x00bob\x00pw")
+    now[0] += 0.5  # 125 ms of the debt drained: room for one more
+    with pytest.raises(SaslError, match="invalid username or password"):
+        SaslExchange(PLAIN, creds, cache).step(b"\x00alice\x00wrong")
+    assert len(derivations) == 6

@@ -329,26 +329,37 @@ def _alter_configs(services: Services, ctx: RequestContext, body: Any, *, replac
 def _config_denied(
     services: Services, ctx: RequestContext, operation: AclOperation, resources: list[ConfigResource]
 ) -> list[bool]:
-    """ACLs of the config APIs: ``operation`` on the topic (resource type 2) or on the cluster (a broker, 4)."""
+    """ACLs of the config APIs, per resource as Kafka checks them: ``operation`` on the topic (resource type 2), on
+    the cluster (a broker 4, a broker logger 8, client metrics 16), on the group (32). Other types are not checked:
+    they are answered INVALID_REQUEST whoever asks."""
     if not services.authorizer.enabled:
         return [False] * len(resources)
-    return [
-        not (
-            cluster_allowed(services, ctx, operation)
-            if r.resource_type == _BROKER
-            else allowed(services, ctx, operation, ResourceType.TOPIC, r.name)
-        )
-        for r in resources
-    ]
+    return [_config_resource_denied(services, ctx, operation, r) for r in resources]
+
+
+def _config_resource_denied(
+    services: Services, ctx: RequestContext, operation: AclOperation, r: ConfigResource
+) -> bool:
+    if r.resource_type == _TOPIC:
+        return not allowed(services, ctx, operation, ResourceType.TOPIC, r.name)
+    if r.resource_type in _CLUSTER_CONFIGS:
+        return not cluster_allowed(services, ctx, operation)
+    if r.resource_type == _GROUP:
+        return not allowed(services, ctx, operation, ResourceType.GROUP, r.name)
+    return False
 
 
 def _config_refusal(r: ConfigResource) -> EntryResult:
-    if r.resource_type == _BROKER:
+    if r.resource_type in _CLUSTER_CONFIGS:
         return EntryResult(ErrorCode.cluster_authorization_failed, "Authorization failed.", name=r.name)
+    if r.resource_type == _GROUP:
+        return EntryResult(ErrorCode.group_authorization_failed, "Authorization failed.", name=r.name)
     return _topic_denied(r.name)
 
 
-_BROKER = 4  # ConfigResource.Type.BROKER
+# ConfigResource.Type: TOPIC 2, BROKER 4, BROKER_LOGGER 8, CLIENT_METRICS 16, GROUP 32
+_TOPIC, _BROKER, _GROUP = 2, 4, 32
+_CLUSTER_CONFIGS = frozenset({_BROKER, 8, 16})
 
 
 # ------------------------------------------------------------------------------------------------ records

@@ -291,3 +291,21 @@ async def test_acl_apis_survive_any_enum_values(secured: Harness, seed: int) -> 
         await call(h, ADMIN, 29, version, **flt)
         response = await call(h, ADMIN, 31, version, filters=[flt])
         assert len(response.filter_results) == 1
+
+
+async def test_describe_configs_checks_each_resource_type_as_kafka(secured: Harness) -> None:
+    """A group's configs (type 32) need DescribeConfigs on the group, a broker logger's (8) on the cluster - not an
+    ACL on a topic of the same name (they were checked as topics)."""
+    await grant(secured, creation(ResourceType.TOPIC, "g", AclOperation.DESCRIBE_CONFIGS),
+                creation(ResourceType.TOPIC, "0", AclOperation.DESCRIBE_CONFIGS))  # fmt: skip
+    resources = [{"resource_type": t, "resource_name": n, "configuration_keys": None} for t, n in ((32, "g"), (8, "0"))]
+    response = await call(secured, ALICE, 32, 4, resources=resources, include_synonyms=False,
+                          include_documentation=False)  # fmt: skip
+    assert [r.error_code for r in response.results] == [
+        ErrorCode.group_authorization_failed,
+        ErrorCode.cluster_authorization_failed,
+    ]
+    await grant(secured, creation(ResourceType.GROUP, "g", AclOperation.DESCRIBE_CONFIGS))
+    response = await call(secured, ALICE, 32, 4, resources=resources[:1], include_synonyms=False,
+                          include_documentation=False)  # fmt: skip
+    assert [r.error_code for r in response.results] == [ErrorCode.invalid_request]  # allowed; no group configs here

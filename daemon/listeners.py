@@ -85,6 +85,13 @@ def build_servers(
             sasl=sasl if spec.sasl else None,
         )
         servers.append((spec, server))
+    if any(spec.sasl for spec in specs) and not settings.authorizer.enabled:
+        # Kafka's behaviour too, but rarely what is meant: authentication without authorization.
+        log.warning(
+            "SASL listeners without authorizer.enabled: every authenticated principal (and any client of a PLAINTEXT "
+            "listener) may do everything, including AlterUserScramCredentials on any user and CreateAcls "
+            "(docs/security.md §8)"
+        )
     return servers, tls
 
 

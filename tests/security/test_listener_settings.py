@@ -96,3 +96,23 @@ def test_toml_kafka_names_and_the_listeners_section(tmp_path) -> None:  # type: 
     s = load_settings(section)
     assert [x.protocol for x in listener_specs(s)] == ["SASL_SSL"]
     assert s.listeners.ssl_client_auth == "requested"
+
+
+def test_sasl_without_the_authorizer_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    """Authentication without authorization lets any principal alter any user's credentials (as in Kafka): logged."""
+    import asyncio
+    import logging
+
+    from daemon.listeners import build_servers
+    from servers.kafka import Services
+
+    async def build(*options: str) -> None:
+        build_servers(settings(*options), Services(None, None, None), None)  # type: ignore[arg-type]
+
+    caplog.set_level(logging.WARNING, logger="daemon.listeners")
+    asyncio.run(build("listeners=SASL_PLAINTEXT://127.0.0.1:0"))
+    assert any("without authorizer.enabled" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    asyncio.run(build("listeners=SASL_PLAINTEXT://127.0.0.1:0", "authorizer.enabled=true"))
+    asyncio.run(build("listeners=PLAINTEXT://127.0.0.1:0"))
+    assert not caplog.records

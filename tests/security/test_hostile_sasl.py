@@ -3,7 +3,8 @@ consumer (kafka-python, SCRAM-SHA-512 over SASL_PLAINTEXT) consumes beside it.
 
 The attacks: hundreds of connections that never authenticate (plain TCP and half-open TLS), junk and truncated TLS
 ClientHellos, truncated and oversized SASL frames, malformed SCRAM and PLAIN tokens, SaslAuthenticate without a
-handshake, a second handshake, requests pipelined behind a failing authentication. Afterwards the daemon still
+handshake, a second handshake, other APIs (unknown, unsupported versions) before authentication, requests pipelined
+behind a failing authentication, a flood of wrong PLAIN logins (a PBKDF2 each, budgeted). Afterwards the daemon still
 serves, the consumer still receives what is produced, and nothing was logged at ERROR. A second daemon with a short
 ``connections.max.idle.ms`` shows that a connection which never authenticates is closed (plain TCP, after
 ApiVersions, and a TLS handshake that never starts)."""
@@ -308,6 +309,29 @@ def test_requests_pipelined_behind_the_authentication(hostile: Any) -> None:
             assert auth.error_code == ErrorCode.sasl_authentication_failed
             assert client.is_closed_by_peer()
         client.close()
+
+
+def test_a_flood_of_wrong_plain_logins_does_not_starve_the_daemon(hostile: Any) -> None:
+    """200 connections each trying PLAIN with an unknown user or a wrong password (a PBKDF2 each on the event loop,
+    none needing a credential): each fails with SASL_AUTHENTICATION_FAILED - past the PBKDF2 budget without deriving
+    - the consumer beside carries on, and a login the daemon has verified before still succeeds."""
+    app, beside, producer, errors = hostile
+    still_serving(app, beside, producer, errors)  # admin's PLAIN login verified once: remembered from now on
+    clients = []
+    for i in range(200):
+        client = plaintext(app)
+        client._sent.update({1: (17, 1), 2: (36, 2)})
+        token = f"\0{'admin' if i % 2 else f'nobody-{i}'}\0wrong-{i}".encode()
+        client.send_raw(
+            request_frame(build_request(17, 1, mechanism="PLAIN"), 1)
+            + request_frame(build_request(36, 2, auth_bytes=token), 2)
+        )
+        clients.append(client)
+    for client in clients:
+        assert client.receive()[1].error_code == ErrorCode.none
+        assert client.receive()[1].error_code == ErrorCode.sasl_authentication_failed
+        client.close()
+    still_serving(app, beside, producer, errors)  # PLAIN as admin: remembered, no PBKDF2 needed
 
 
 def test_truncated_and_oversized_frames_before_authentication(hostile: Any) -> None:

@@ -97,7 +97,12 @@ def _leave_member(
         member = group.validate_member(item.member_id, item.group_instance_id)
     except MemberValidationError as e:
         return e.error, trigger
-    # L7
+    # L7 (by another client: an admin removal, recorded as one, like L3)
+    if item.admin:
+        rebalance.remove_member(shard, group, member, RemovalCause.ADMIN, out, item.reason)
+        if trigger is None or trigger.cause is RebalanceCause.PENDING_MEMBER_LEFT:
+            trigger = _Trigger(RebalanceCause.ADMIN_ACTION, member.member_id, member.group_instance_id, item.reason)
+        return _NONE, trigger
     rebalance.remove_member(shard, group, member, RemovalCause.LEFT, out, item.reason)
     if trigger is None or trigger.cause is not RebalanceCause.MEMBER_LEFT:
         trigger = _Trigger(RebalanceCause.MEMBER_LEFT, member.member_id, member.group_instance_id, item.reason)

@@ -88,6 +88,10 @@ class LeaveMember:
     member_id: str
     group_instance_id: str | None = None
     reason: str | None = None
+    # Removed by another client (an admin), not leaving itself: its removal is RemovalCause.ADMIN and the rebalance's
+    # cause ADMIN_ACTION (the adapter decides: servers.kafka.membership). A member named by its group.instance.id
+    # alone is always an admin removal.
+    admin: bool = False
 
 
 @dataclass(slots=True)

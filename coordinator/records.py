@@ -34,7 +34,7 @@ class RebalanceCause(StrEnum):
     STATIC_MEMBER_REPLACED = "static_member_replaced"  # static member rejoined with a new id and the protocol changed
     SYNC_WRITE_FAILED = "sync_write_failed"  # the leader's assignment could not be persisted
     GROUP_TOO_LARGE = "group_too_large"  # on load, more members than group.max.size
-    ADMIN_ACTION = "admin_action"  # an operator removed a member through the admin API
+    ADMIN_ACTION = "admin_action"  # an operator removed a member (Kafka admin client or operator API)
     INTERNAL_ERROR = "internal_error"  # an operation on the group raised and was contained (fault isolation)
 
 
@@ -42,7 +42,7 @@ class RemovalCause(StrEnum):
     """Why a member left the group."""
 
     LEFT = "left"  # LeaveGroup from the member itself
-    ADMIN = "admin"  # LeaveGroup by instance id (admin client) or operator API
+    ADMIN = "admin"  # LeaveGroup by instance id or from another client (admin client), or the operator API
     SESSION_TIMEOUT = "session_timeout"
     JOIN_TIMEOUT = "join_timeout"  # dynamic member that did not rejoin before the join phase completed
     SYNC_TIMEOUT = "sync_timeout"

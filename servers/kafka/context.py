@@ -38,6 +38,10 @@ class RequestContext:
     # This node as the listener the request came in on advertises it (``listeners``); None: ``Services.node``.
     # Metadata, FindCoordinator and DescribeCluster answer with it (``node_of``).
     node: Node | None = None
+    # The (group, member id) pairs JoinGroup gave this connection (``Connection.joined``): a LeaveGroup naming one of
+    # them is the member leaving itself, any other an admin removal (``membership.handle_leave_group``). None: not
+    # tracked (a context built outside a connection): every LeaveGroup by member id is the member leaving.
+    joined: set[tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,6 +166,7 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.client_host = "/unknown"
         self.principal = "User:ANONYMOUS"  # set once the connection authenticates (RequestContext.principal)
+        self.joined: set[tuple[str, str]] = set()  # (group, member id) JoinGroup gave it (RequestContext.joined)
         # SASL listeners: the connection's authentication state (servers.kafka.sasl); None on PLAINTEXT and SSL
         self.sasl = SaslState(server.sasl) if server.sasl is not None else None
         self.decoder = FrameDecoder(
@@ -403,7 +404,7 @@ class Connection(asyncio.Protocol):
             if close is not None:
                 self._finish(close)  # after the answer (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM)
             return True
-        self._push(self.server.handle(request, self.client_host, self.principal))
+        self._push(self.server.handle(request, self.client_host, self.principal, self.joined))
         return True
 
     def _unsupported(self, exc: UnsupportedApi) -> bool:
@@ -787,7 +788,13 @@ class KafkaServer:
 
     # ---------------------------------------------------------------------------------------------------- dispatch
 
-    def handle(self, request: Request, client_host: str, principal: str = "User:ANONYMOUS") -> Slot:
+    def handle(
+        self,
+        request: Request,
+        client_host: str,
+        principal: str = "User:ANONYMOUS",
+        joined: set[tuple[str, str]] | None = None,
+    ) -> Slot:
         """The slot answering ``request``: the encoded frame, or a ``DeferredSlot`` completed later.
 
         Heartbeat, the most frequent request, is answered right here: straight to the core and a packed answer,
@@ -844,6 +851,7 @@ class KafkaServer:
             client_host,
             principal=principal,
             node=self.node,
+            joined=joined,
         )
         observe = self.services.observe_request
         started = perf_counter() if observe is not None else 0.0

@@ -21,7 +21,9 @@ from coordinator import messages as m
 from protocol.errors import ErrorCode
 from protocol.hot_responses import join_group_response_frame, sync_group_response_frame
 from runtime.activity import JOIN_REFUSALS
+from security.audit import Action
 
+from . import audit
 from ._util import response_cls, then
 from .acls import group_read_denied
 from .build import build
@@ -80,15 +82,22 @@ def handle_join_group(services: Services, ctx: RequestContext, body: Any) -> Any
         return join_response(ctx, m.JoinGroupResult(ErrorCode.group_authorization_failed))
     request = join_request(ctx, body)
     refused = services.on_join_refused
-    if refused is None:
-        return then(services.coordinator.join_group(request), lambda r: join_response(ctx, r))
+    joined = ctx.joined
+    group_id: str = body.group_id
 
     def answer(result: m.JoinGroupResult) -> bytes:
-        if result.error in JOIN_REFUSALS:
+        if joined is not None and result.member_id and len(joined) < MAX_JOINED:
+            joined.add((group_id, result.member_id))  # this connection is that member (its LeaveGroup is its own)
+        if refused is not None and result.error in JOIN_REFUSALS:
             refused(request, result.error)
         return join_response(ctx, result)
 
     return then(services.coordinator.join_group(request), answer)
+
+
+# Member ids one connection is known to hold: a client has one member per group, so only a client multiplexing many
+# members over one connection reaches it; the leaves of the members past it are taken as admin removals (audited).
+MAX_JOINED = 256
 
 
 # ----------------------------------------------------------------------------------------------------- SyncGroup
@@ -160,16 +169,41 @@ _heartbeat_responses: dict[tuple[type, ErrorCode], Any] = {}
 
 
 def leave_request(ctx: RequestContext, body: Any) -> m.LeaveGroupRequest:
+    """The core's request; each member flagged ``admin`` unless it is the connection's own (``is_admin_removal``)."""
+    group_id: str = body.group_id
     if ctx.api_version < 3:
-        members = [m.LeaveMember(member_id=body.member_id)]
+        member_id: str = body.member_id
+        members = [m.LeaveMember(member_id=member_id, admin=is_admin_removal(ctx, group_id, member_id))]
     else:
         members = [
             m.LeaveMember(
-                member_id=x.member_id, group_instance_id=x.group_instance_id, reason=getattr(x, "reason", None)
+                member_id=x.member_id,
+                group_instance_id=x.group_instance_id,
+                reason=getattr(x, "reason", None),
+                admin=is_admin_removal(ctx, group_id, x.member_id),
             )
             for x in body.members
         ]
-    return m.LeaveGroupRequest(group_id=body.group_id, members=members)
+    return m.LeaveGroupRequest(group_id=group_id, members=members)
+
+
+def is_admin_removal(ctx: RequestContext, group_id: str, member_id: str) -> bool:
+    """Whether a LeaveGroup entry removes a member other than the sender: an admin client's removal
+    (``AdminClient.removeMembersFromConsumerGroup``, kafka-python's ``remove_group_members``), not a member leaving.
+
+    * Named by ``group.instance.id`` alone (member id ""): always. That is how Kafka's admin client names the members
+      to remove; a member leaving itself knows its member id (and a static member sends no LeaveGroup at all).
+    * Named by member id (Kafka's admin client with ``removeAll()``, kafka-python's ``MemberToRemove(member_id=..)``):
+      unless this connection was given that member id by JoinGroup (``RequestContext.joined``). Neither the client
+      id nor the host tells the member's own client from an admin's (kafka-python's admin and consumer share a
+      default client id), nor does the reason (free text); the connection does, and cannot be borrowed. A member
+      whose connection broke and that leaves over a new one before joining again is recorded as an admin removal
+      by its own client id: an extra audit entry, never a missing one.
+    """
+    if not member_id:
+        return True
+    joined = ctx.joined
+    return joined is not None and (group_id, member_id) not in joined
 
 
 def leave_response(ctx: RequestContext, result: m.LeaveGroupResult) -> Any:
@@ -197,4 +231,31 @@ def handle_leave_group(services: Services, ctx: RequestContext, body: Any) -> An
         ctx.error = ErrorCode.group_authorization_failed.value
         return build(response_cls(ctx), {"error_code": ErrorCode.group_authorization_failed, "members": []})
     request = leave_request(ctx, body)
-    return then(services.coordinator.leave_group(request), lambda r: leave_response(ctx, r))
+
+    def answer(result: m.LeaveGroupResult) -> Any:
+        if result.error is ErrorCode.none:
+            _after_leave(services, ctx, request, result)
+        return leave_response(ctx, result)
+
+    return then(services.coordinator.leave_group(request), answer)
+
+
+def _after_leave(
+    services: Services, ctx: RequestContext, request: m.LeaveGroupRequest, result: m.LeaveGroupResult
+) -> None:
+    """Once the removals are durable: each admin removal audited with its actor; the connection forgets the members
+    that left."""
+    joined = ctx.joined
+    for asked, done in zip(request.members, result.members, strict=False):
+        if done.error is not ErrorCode.none:
+            continue
+        if asked.admin:
+            who = f"static member {asked.group_instance_id}" if not asked.member_id else f"member {asked.member_id}"
+            if asked.member_id and asked.group_instance_id:
+                who += f" ({asked.group_instance_id})"
+            audit.admin_action(
+                ctx, request.group_id, "%s removed (LeaveGroup from another client, reason %r)", who, asked.reason,
+                services=services, action=Action.MEMBER_REMOVE,
+            )  # fmt: skip
+        elif joined is not None:
+            joined.discard((request.group_id, asked.member_id))

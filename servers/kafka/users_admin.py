@@ -19,7 +19,7 @@ from coordinator.deferred import Deferred
 from protocol.errors import ErrorCode
 from security.acls import AclOperation
 from security.audit import Action
-from security.users import Deletion, Upsertion, UserResult, UserStore
+from security.users import MECHANISM_CODES, Deletion, Upsertion, UserResult, UserStore
 
 from . import audit
 from ._util import response_cls, then
@@ -68,12 +68,17 @@ def handle_alter_user_scram_credentials(services: Services, ctx: RequestContext,
     deferred: Deferred[list[UserResult]] = Deferred()
     _users(services).alter(deletions, upsertions, deferred.resolve)
 
+    upserted = {u.user for u in upsertions}
+    deleted: dict[str, list[str]] = {}
+    for d in deletions:
+        deleted.setdefault(d.user, []).append(MECHANISM_CODES.get(d.mechanism, str(d.mechanism)))
+
     def answer(results: list[UserResult]) -> Any:
         for r in results:
             if r.error:
                 if not ctx.error:
                     ctx.error = r.error
-            else:
+            elif r.user in upserted:
                 audit.admin_action(
                     ctx,
                     None,
@@ -81,6 +86,17 @@ def handle_alter_user_scram_credentials(services: Services, ctx: RequestContext,
                     r.user,
                     services=services,
                     action=Action.USER_ALTER,
+                    resource=r.user,
+                )
+            else:  # deletions only: the user's credentials (all of them, or some mechanisms) are gone
+                audit.admin_action(
+                    ctx,
+                    None,
+                    "SCRAM credentials %s of user %s deleted (AlterUserScramCredentials)",
+                    ",".join(deleted.get(r.user, ())),
+                    r.user,
+                    services=services,
+                    action=Action.USER_DELETE,
                     resource=r.user,
                 )
         rows = [{"user": r.user, "error_code": r.error, "error_message": r.message} for r in results]

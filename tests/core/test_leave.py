@@ -94,6 +94,23 @@ def test_leave_by_instance_id_with_empty_member_id(env: Env) -> None:
     ]
 
 
+def test_a_member_removed_by_another_client_is_an_admin_removal(env: Env) -> None:
+    """The adapter flags a member named by member id from a connection that did not join as it (``admin``): the
+    removal and the rebalance are the admin's, as for a removal by instance id."""
+    sg = form_stable_group(env, n=3)
+    follower = sg.followers[0]
+    env.take()
+    why = "member was removed by an admin"
+    result = leave(env.gm, "g", LeaveMember(follower, None, why, admin=True)).result()
+    assert result.members == [LeaveMemberResult(follower, None, E.none)]
+    assert follower not in env.group().members
+    now = env.now()
+    assert env.take() == [
+        removed(follower, RemovalCause.ADMIN, sg.generation, now, reason=why),
+        started(sg.generation, RebalanceCause.ADMIN_ACTION, now, previous="Stable", member=follower, reason=why),
+    ]
+
+
 def test_empty_member_id_without_known_instance_is_unknown(env: Env) -> None:
     form_stable_group(env)
     env.take()

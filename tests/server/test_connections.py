@@ -332,9 +332,9 @@ def test_a_pipelining_connection_takes_turns_with_the_others(server: RunningApp)
     kafka = server.app.server
     handle = kafka.handle
 
-    def recording_handle(request: Any, client_host: str, principal: str = "User:ANONYMOUS") -> Any:
+    def recording_handle(request: Any, client_host: str, principal: str = "User:ANONYMOUS", joined: Any = None) -> Any:
         order.append(client_host)
-        return handle(request, client_host, principal)
+        return handle(request, client_host, principal, joined)
 
     server.call(lambda: setattr(kafka, "handle", recording_handle))
     flooder = socket.create_connection(("127.0.0.1", server.port), source_address=("127.0.0.2", 0))

@@ -145,3 +145,101 @@ def test_the_header_token_opens_a_dashboard_that_refuses_anonymous_reads(chromiu
         page.type("#header-token", token)
         page.wait_for("document.querySelector('tr[data-group=\"checkout\"]') !== null", what="the groups, read")
         page.wait_for("document.getElementById('status').textContent.startsWith('updated')", what="a clean refresh")
+
+
+def test_the_acl_and_user_pages_list_create_and_delete_with_the_header_token(chromium: str, tmp_path: Path) -> None:
+    """#/acls and #/users list what the daemon holds; their forms create and delete through /v1/acls and /v1/users
+    with the token typed into the header (the admin's; a viewer's is refused), each change confirmed first, and
+    each is on #/audit with its actor."""
+    from security.acls import AclBinding, AclOperation, Authorizer, PatternType, PermissionType, ResourceType
+    from servers.http import keys
+    from servers.http.acls import AclAccess
+    from tests.cdp import Browser
+
+    tokens = {"ada": new_token(), "vera": new_token()}
+    world = populated_world()
+    world.app = None  # type: ignore[assignment]
+    world.access = Access([TokenEntry("ada", Role.ADMIN, token_digest(tokens["ada"])),
+                           TokenEntry("vera", Role.VIEWER, token_digest(tokens["vera"]))])  # fmt: skip
+    authorizer = Authorizer(enabled=True)
+    existing = AclBinding(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:carol", "*", AclOperation.WRITE,
+                          PermissionType.ALLOW)  # fmt: skip
+    authorizer.index.add(existing)
+    world.acls = AclAccess(authorizer)
+    world.__post_init__()
+    with serve(world) as server, Browser(chromium, tmp_path / "profile") as page:
+        req = urllib.request.Request(server.url + "/v1/users/dave", method="PUT", data=b'{"password": "dave-pw"}',
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": f"Bearer {tokens['ada']}"})  # fmt: skip
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 201
+        users = world.app[keys.USERS]
+
+        page.navigate(server.url + "/?refresh=300#/acls")
+        page.wait_for("document.querySelector('#acls-body tr[data-acl]') !== null", what="the ACL listed")
+        assert "ALLOW User:carol WRITE from * on TOPIC:LITERAL:orders" in page.evaluate(
+            "[...document.querySelectorAll('#acls-body tr[data-acl]')].map((tr) => tr.dataset.acl).join('|')"
+        )
+        assert "authorizer is on" in page.text("#acls-state")
+
+        def create_acl() -> None:
+            page.choose("#acl-resource_type", "GROUP")
+            page.choose("#acl-pattern_type", "PREFIXED")
+            page.type("#acl-resource_name", "payments-")
+            page.type("#acl-principal", "User:bob")
+            page.choose("#acl-operation", "READ")
+            page.choose("#acl-permission", "DENY")
+            page.click("#acl-create-btn")
+            page.wait_for("document.querySelector('#acl-create-plan .confirm') !== null", what="the plan")
+            assert "DENY User:bob READ from * on GROUP:PREFIXED:payments-" in page.text("#acl-create-plan")
+            page.click("#acl-create-plan .confirm")
+
+        # A viewer's token: the page reads, the creation is refused (403) and nothing changes.
+        page.type("#header-token", tokens["vera"])
+        create_acl()
+        page.wait_for("document.querySelector('#acl-create-plan .error[data-status=\"403\"]') !== null",
+                      what="the viewer refused")  # fmt: skip
+        assert on_loop(world, lambda: len(authorizer.index)) == 1
+        # The admin's token: created, listed, then the older ACL deleted from its row.
+        page.type("#header-token", tokens["ada"])
+        create_acl()
+        page.wait_for("document.querySelector('#acl-create-plan [data-done=\"create-acl\"]') !== null",
+                      what="the ACL created")  # fmt: skip
+        bob = AclBinding(ResourceType.GROUP, "payments-", PatternType.PREFIXED, "User:bob", "*", AclOperation.READ,
+                         PermissionType.DENY)  # fmt: skip
+        assert on_loop(world, lambda: bob in authorizer.index)
+        page.wait_for("document.querySelectorAll('#acls-body tr[data-acl]').length === 2", what="two ACLs listed")
+        page.click('#acls-body tr[data-acl^="ALLOW User:carol"] button')
+        page.wait_for("document.querySelector('#acl-delete-plan .confirm') !== null", what="the deletion plan")
+        page.click("#acl-delete-plan .confirm")
+        page.wait_for("document.querySelector('#acl-delete-plan [data-done=\"delete-acl\"]') !== null",
+                      what="the ACL deleted")  # fmt: skip
+        assert on_loop(world, lambda: existing not in authorizer.index and bob in authorizer.index)
+
+        page.navigate(server.url + "/?refresh=300#/users")
+        page.wait_for("document.querySelector('#users-body tr[data-user=\"dave\"]') !== null", what="dave listed")
+        assert "SCRAM-SHA-512 (8192)" in page.text('#users-body tr[data-user="dave"]')
+        page.type("#user-name", "erin")
+        page.choose("#user-mechanism", "SCRAM-SHA-256")
+        page.type("#user-password", "erin-secret")
+        page.click("#user-set-btn")
+        page.wait_for("document.querySelector('#user-set-plan .confirm') !== null", what="the plan")
+        page.click("#user-set-plan .confirm")
+        page.wait_for("document.querySelector('#user-set-plan [data-done=\"set-user\"]') !== null",
+                      what="erin created")  # fmt: skip
+        assert on_loop(world, lambda: list(users.mechanisms("erin"))) == ["SCRAM-SHA-256"]
+        page.wait_for("document.querySelector('#users-body tr[data-user=\"erin\"]') !== null", what="erin listed")
+        page.click('#users-body tr[data-user="dave"] button')
+        page.wait_for("document.querySelector('#user-delete-plan .confirm') !== null", what="the deletion plan")
+        page.click("#user-delete-plan .confirm")
+        page.wait_for("document.querySelector('#user-delete-plan [data-done=\"delete-user\"]') !== null",
+                      what="dave deleted")  # fmt: skip
+        assert on_loop(world, lambda: not users.mechanisms("dave"))
+        assert "erin-secret" not in page.evaluate("document.documentElement.outerHTML")
+
+        page.navigate(server.url + "/?refresh=300#/audit")
+        page.wait_for("document.querySelectorAll('#audit-body tr[data-action]').length === 5", what="the audit")
+        shown = page.evaluate("[...document.querySelectorAll('#audit-body tr[data-action]')]"
+                              ".map((tr) => tr.dataset.action + ' ' + tr.dataset.principal).join('|')")  # fmt: skip
+        assert shown.split("|") == ["user.delete User:ada", "user.alter User:ada", "acl.delete User:ada",
+                                    "acl.create User:ada", "user.alter User:ada"]  # fmt: skip

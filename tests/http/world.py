@@ -38,6 +38,7 @@ from runtime.metrics import Metrics
 from runtime.record_stream import RecordStream
 from servers.http import MemoryHistory, ReadyState, create_http_app
 from servers.http.access import Access
+from servers.http.acls import AclAccess
 
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 SESSION_MS = 10_000
@@ -95,6 +96,7 @@ class World:
     activity: GroupActivity
     ready: ReadyState = field(default_factory=lambda: ReadyState(True, "loaded"))
     access: Access | None = None  # principals and roles (servers.http.access); None: from ``token``
+    acls: AclAccess | None = None  # the ACLs /v1/acls manages (servers.http.acls); None: /v1/acls is empty
     app: web.Application = field(init=False)
     broker: Broker = field(init=False)
 
@@ -114,6 +116,7 @@ class World:
             readiness=probe,
             token=self.token,
             access=self.access,
+            acls=self.acls,
             deferred_timeout_s=0.5,
             activity=self.activity,
             broker=self.broker,

@@ -2,7 +2,8 @@
 //
 // Routes: #/ (what needs attention, then every group with its lag and consumer status) and #/group/<id> (members,
 // timeline, lag, consumer status and offsets per partition, actions, the group's audit), #/topics, #/audit (every
-// admin action with its actor: principal, client id, host; GET /v1/audit).
+// admin action with its actor: principal, client id, host; GET /v1/audit), #/acls and #/users (listed, created and
+// deleted with the token of the header box).
 // Consumer status: Burrow's evaluation of the commits (GET /v1/groups/{group}/status, docs/consumer-status.md): a
 // group is OK, WARN or ERR, a partition OK, WARN, STOP, STALL or REWIND; "–" before the group's first commit.
 // Data refreshes every 5 s (``?refresh=<ms>`` in the page URL changes that) WITHOUT rebuilding the page: a route
@@ -738,12 +739,161 @@ async function refreshTopics() {
   patch(region("topics-body"), rows || '<tr><td colspan="8" class="muted">No topics.</td></tr>');
 }
 
+// ------------------------------------------------------------------------------------------ ACLs and users
+// #/acls lists the ACLs (GET /v1/acls, viewer) and #/users the SCRAM users (GET /v1/users, viewer: names and
+// mechanisms, never a salt or key). Creating and deleting go through POST/DELETE /v1/acls and PUT/DELETE
+// /v1/users/<name> with the token of the header box (admin role); like the group actions, each shows what it will do
+// and waits for a confirmation, and each is an audited admin action.
+
+const ACL_RESOURCES = ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"];
+const ACL_OPERATIONS = ["READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
+  "IDEMPOTENT_WRITE", "CLUSTER_ACTION", "ALL"];
+const ACL_FIELDS = ["resource_type", "pattern_type", "resource_name", "principal", "host", "operation", "permission"];
+
+function options(values, chosen) {
+  return values.map((v) => `<option value="${esc(v)}"${v === chosen ? " selected" : ""}>${esc(v)}</option>`).join("");
+}
+
+function aclText(a) {
+  return `${a.permission} ${a.principal} ${a.operation} from ${a.host} on ${a.resource_type}:${a.pattern_type}:${a.resource_name}`;
+}
+
+function aclsSkeleton() {
+  view.dataset.view = "acls";
+  view.innerHTML = `
+    <h1>ACLs <span class="muted" id="acls-count"></span></h1>
+    <p class="muted" id="acls-state"></p>
+    <table id="acls"><thead><tr><th>Resource</th><th>Pattern</th><th>Name</th><th>Principal</th><th>Host</th>
+      <th>Operation</th><th>Permission</th><th></th></tr></thead><tbody id="acls-body"></tbody></table>
+    <div id="acl-delete-plan" class="plan"></div>
+    <div class="panel actions">
+      <fieldset id="act-create-acl"><legend>Create an ACL</legend>
+        <div class="row">
+          <label for="acl-resource_type">Resource</label><select id="acl-resource_type">${options(ACL_RESOURCES, "GROUP")}</select>
+          <select id="acl-pattern_type" title="LITERAL: this name (* is every one); PREFIXED: every name starting with it">${options(["LITERAL", "PREFIXED"], "LITERAL")}</select>
+          <input id="acl-resource_name" placeholder="name, or *" size="18">
+        </div>
+        <div class="row">
+          <label for="acl-principal">Principal</label><input id="acl-principal" placeholder="User:alice" size="18">
+          <label for="acl-host">Host</label><input id="acl-host" value="*" size="10">
+          <select id="acl-operation">${options(ACL_OPERATIONS, "READ")}</select>
+          <select id="acl-permission">${options(["ALLOW", "DENY"], "ALLOW")}</select>
+          <button id="acl-create-btn" type="button">Show what will be created</button>
+        </div>
+        <div id="acl-create-plan" class="plan"></div>
+      </fieldset>
+    </div>`;
+  region("acls-body").addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-acl]");
+    if (!button) return;
+    const a = page.acls[Number(button.dataset.acl)];
+    if (!a) return;
+    const q = new URLSearchParams(ACL_FIELDS.map((f) => [f, a[f]]));
+    showPlan(region("acl-delete-plan"), `<p>Deletes the ACL <b>${esc(aclText(a))}</b>: it stops applying at once, on
+      every open connection.</p>`, "Delete this ACL", async () => {
+      const done = await api(`/v1/acls?${q}`, { method: "DELETE" });
+      return `<p class="ok-text" data-done="delete-acl">${done.acls.length} ACL(s) deleted.</p>`;
+    });
+  });
+  region("acl-create-btn").addEventListener("click", () => {
+    const acl = Object.fromEntries(ACL_FIELDS.map((f) => [f, region(`acl-${f}`).value.trim()]));
+    const plan = region("acl-create-plan");
+    if (!acl.resource_name || !acl.principal) {
+      plan.innerHTML = '<p class="error">Name the resource (or *) and the principal (User:name, or User:*).</p>';
+      return;
+    }
+    showPlan(plan, `<p>Creates the ACL <b>${esc(aclText(acl))}</b>: it applies at once, on every open
+      connection.</p>`, "Create this ACL", async () => {
+      const done = await api("/v1/acls", { method: "POST", body: { acls: [acl] } });
+      return `<p class="ok-text" data-done="create-acl">${done.acls.length ? "ACL created." : "The ACL existed already."}</p>`;
+    });
+  });
+}
+
+async function refreshAcls() {
+  const data = await api("/v1/acls");
+  page.acls = data.acls;
+  patch(region("acls-count"), `(${data.acls.length})`);
+  patch(region("acls-state"), data.enabled
+    ? "The authorizer is on: every Kafka request is checked against these ACLs."
+    : "The authorizer is off (authorizer.enabled=false): no ACL is checked, and none can be created.");
+  const rows = data.acls.map((a, i) => `
+    <tr data-acl="${esc(aclText(a))}">
+      <td>${esc(a.resource_type)}</td><td>${esc(a.pattern_type)}</td><td><code>${esc(a.resource_name)}</code></td>
+      <td class="principal"><strong>${esc(a.principal)}</strong></td><td>${esc(a.host)}</td>
+      <td>${esc(a.operation)}</td><td><span class="badge ${a.permission === "DENY" ? "Dead" : "Stable"}">${esc(a.permission)}</span></td>
+      <td><button type="button" data-acl="${i}">Delete…</button></td></tr>`);
+  patch(region("acls-body"), rows.join("") || '<tr><td colspan="8" class="muted">No ACL.</td></tr>');
+}
+
+function usersSkeleton() {
+  view.dataset.view = "users";
+  view.innerHTML = `
+    <h1>Users <span class="muted" id="users-count"></span></h1>
+    <p class="muted">SCRAM credentials (SASL SCRAM-SHA-256/512, and PLAIN against the same). Only the mechanisms are
+      shown: the daemon keeps salted keys, never a password.</p>
+    <table id="users"><thead><tr><th>User</th><th>Mechanisms (iterations)</th><th></th></tr></thead>
+      <tbody id="users-body"></tbody></table>
+    <div id="user-delete-plan" class="plan"></div>
+    <div class="panel actions">
+      <fieldset id="act-set-user"><legend>Create a user or set a password</legend>
+        <div class="row">
+          <label for="user-name">User</label><input id="user-name" placeholder="alice" size="16">
+          <select id="user-mechanism">${options(["SCRAM-SHA-512", "SCRAM-SHA-256"], "SCRAM-SHA-512")}</select>
+          <label for="user-password">Password</label><input id="user-password" type="password" autocomplete="new-password" size="16">
+          <button id="user-set-btn" type="button">Show what will be done</button>
+        </div>
+        <div id="user-set-plan" class="plan"></div>
+      </fieldset>
+    </div>`;
+  region("users-body").addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-user]");
+    if (!button) return;
+    const name = button.dataset.user;
+    showPlan(region("user-delete-plan"), `<p>Deletes every SCRAM credential of <b>${esc(name)}</b>: it cannot
+      authenticate again (open connections stay until they re-authenticate).</p>`, "Delete this user", async () => {
+      const done = await api(`/v1/users/${encodeURIComponent(name)}`, { method: "DELETE" });
+      return `<p class="ok-text" data-done="delete-user">${esc(done.name)}: ${esc(done.deleted.join(", "))} deleted.</p>`;
+    });
+  });
+  region("user-set-btn").addEventListener("click", () => {
+    const name = region("user-name").value.trim();
+    const mechanism = region("user-mechanism").value;
+    const password = region("user-password").value;
+    const plan = region("user-set-plan");
+    if (!name || !password) {
+      plan.innerHTML = '<p class="error">Give the user name and the password.</p>';
+      return;
+    }
+    const known = (page.users || []).some((u) => u.name === name);
+    showPlan(plan, `<p>${known ? "Sets a new" : "Creates user"} <b>${esc(name)}</b>${known ? "'s" : " with a"}
+      ${esc(mechanism)} password (salted by the daemon; the password is not kept).</p>`, known ? "Set the password" : "Create this user", async () => {
+      await api(`/v1/users/${encodeURIComponent(name)}`, { method: "PUT", body: { password, mechanism } });
+      region("user-password").value = "";
+      return `<p class="ok-text" data-done="set-user">${esc(mechanism)} credential of ${esc(name)} stored.</p>`;
+    });
+  });
+}
+
+async function refreshUsers() {
+  const data = await api("/v1/users");
+  page.users = data.users;
+  patch(region("users-count"), `(${data.users.length})`);
+  const rows = data.users.map((u) => `
+    <tr data-user="${esc(u.name)}"><td><strong>${esc(u.name)}</strong></td>
+      <td>${u.credentials.map((c) => `${esc(c.mechanism)} (${c.iterations})`).join(", ")}</td>
+      <td><button type="button" data-user="${esc(u.name)}">Delete…</button></td></tr>`);
+  patch(region("users-body"), rows.join("") || '<tr><td colspan="3" class="muted">No user.</td></tr>');
+}
+
 // ----------------------------------------------------------------------------------------------------- router
 
 function currentRoute() {
   const hash = location.hash || "#/";
   if (/^#\/topics\b/.test(hash)) return { key: "topics", group: null, topics: true };
   if (/^#\/audit\b/.test(hash)) return { key: "audit", group: null, audit: true };
+  if (/^#\/acls\b/.test(hash)) return { key: "acls", group: null, acls: true };
+  if (/^#\/users\b/.test(hash)) return { key: "users", group: null, users: true };
   const m = hash.match(/^#\/group\/([^?]+)/);
   return m ? { key: `group:${m[1]}`, group: decodeURIComponent(m[1]) } : { key: `groups:${hash}`, group: null };
 }
@@ -757,12 +907,14 @@ async function refresh() {
       page = {};
       if (route.topics) topicsSkeleton();
       else if (route.audit) auditSkeleton();
+      else if (route.acls) aclsSkeleton();
+      else if (route.users) usersSkeleton();
       else if (route.group !== null) groupSkeleton(route.group);
       else groupsSkeleton();
     }
     await Promise.all([
-      route.topics ? refreshTopics() : route.audit ? refreshAudit()
-        : route.group !== null ? refreshGroup(route.group) : refreshGroups(),
+      route.topics ? refreshTopics() : route.audit ? refreshAudit() : route.acls ? refreshAcls()
+        : route.users ? refreshUsers() : route.group !== null ? refreshGroup(route.group) : refreshGroups(),
       refreshHealth(),
     ]);
     statusEl.innerHTML = `updated ${fmtTime(Date.now())}`;

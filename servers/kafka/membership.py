@@ -253,8 +253,9 @@ def _after_leave(
             who = f"static member {asked.group_instance_id}" if not asked.member_id else f"member {asked.member_id}"
             if asked.member_id and asked.group_instance_id:
                 who += f" ({asked.group_instance_id})"
+            why = f": {asked.reason}" if asked.reason else ""
             audit.admin_action(
-                ctx, request.group_id, "%s removed (LeaveGroup from another client, reason %r)", who, asked.reason,
+                ctx, request.group_id, "%s removed (LeaveGroup from another client%s)", who, why,
                 services=services, action=Action.MEMBER_REMOVE,
             )  # fmt: skip
         elif joined is not None:

@@ -138,3 +138,33 @@ def test_refused_requests_are_logged_once_per_cause_and_peer(
         ("request-refused", 47, 86, "/127.0.0.1"): 1,
     }  # every refusal is logged; the throttle lets one line per cause and peer through (above)
     assert not any("None" in line for line in audit.lines)
+
+
+def test_a_leave_from_another_connection_is_an_admin_removal_and_ones_own_leave_is_not(
+    running: RunningApp, audit: Lines
+) -> None:
+    """LeaveGroup by member id: from the connection JoinGroup gave the id to, the member leaves (no admin line); from
+    any other, it is an admin's removal (servers.kafka.membership.is_admin_removal), logged and audited with who
+    asked. By group.instance.id alone it is always an admin's."""
+    own, admin = WireClient("127.0.0.1", running.port), WireClient("127.0.0.1", running.port)
+    try:
+        first = _join(own, "g").member_id
+        answer = admin.call(
+            build_request(13, 3, group_id="g", members=[{"member_id": first, "group_instance_id": None}])
+        )
+        assert [m.error_code for m in answer.members] == [ErrorCode.none]
+        second = _join(own, "g").member_id
+        assert own.call(build_request(13, 0, group_id="g", member_id=second)).error_code == ErrorCode.none
+        third = _join(own, "g").member_id
+        answer = own.call(build_request(13, 3, group_id="g", members=[{"member_id": third, "group_instance_id": None}]))
+        assert [m.error_code for m in answer.members] == [ErrorCode.none]
+        actions = running.call(lambda: list(running.app.audit._recent))
+    finally:
+        own.close()
+        admin.close()
+    removals = [line for line in audit.lines if "removed (LeaveGroup" in line]
+    assert removals == [
+        f'level=info logger=servers.kafka.audit group=g msg="member {first} removed (LeaveGroup from another client)" '
+        "client_id=wire-test client_host=/127.0.0.1 principal=User:ANONYMOUS"
+    ]
+    assert [(a.action, a.group_id, a.principal) for a in actions] == [("member.remove", "g", "User:ANONYMOUS")]

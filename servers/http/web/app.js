@@ -639,10 +639,23 @@ function wireActions(groupId) {
     const n = (page.offsets || []).length;
     showPlan(plan, `<p>Deletes group <b>${esc(groupId)}</b> (${esc(g.state)}, ${g.members.length} member(s)) and its
       ${n} committed offset(s). Only an Empty group can be deleted.</p>`, "Delete this group", async () => {
-      await api(`/v1/groups/${enc}`, { method: "DELETE" });
-      return `<p class="ok-text" data-done="delete-group">Group ${esc(groupId)} deleted. <a href="#/">All groups</a></p>`;
+      deletedGroup = groupId; // a refresh answered 404 from now on says so instead of "unknown group"
+      try {
+        await api(`/v1/groups/${enc}`, { method: "DELETE" });
+      } catch (err) {
+        deletedGroup = null;
+        throw err;
+      }
+      return deletedText(groupId);
     });
   });
+}
+
+// The group deleted from its page: its page then answers 404, which shows this instead of "unknown group".
+let deletedGroup = null;
+
+function deletedText(groupId) {
+  return `<p class="ok-text" data-done="delete-group">Group ${esc(groupId)} deleted. <a href="#/">All groups</a></p>`;
 }
 
 // The static members' choice follows the group, keeping the selection.
@@ -925,7 +938,8 @@ async function refresh() {
     if (err.status === 404 && route.group !== null) {
       routeKey = null;
       view.dataset.view = "missing";
-      view.innerHTML = `<p><a href="#/">← all groups</a></p><p class="error">${esc(err.message)}</p>`;
+      view.innerHTML = route.group === deletedGroup ? deletedText(route.group)
+        : `<p><a href="#/">← all groups</a></p><p class="error">${esc(err.message)}</p>`;
     }
   }
   refreshes += 1;

@@ -1,32 +1,73 @@
-"""Authorized-operations bitfields (KIP-430) as Kafka answers them with authorization off: every operation the
-resource type supports, each as bit ``1 << code`` of Kafka's AclOperation codes. With the authorizer off a client
-that asks is told it may do everything the resource allows (with it on, DescribeGroups answers the principal's own
-operations: ``groups_admin``); one that does not ask gets ``NOT_REQUESTED``.
+"""Authorized-operations bitfields (KIP-430), as Kafka fills them (``AuthHelper.authorizedOperations``).
+
+A client that asks (DescribeGroups v3+ ``include_authorized_operations``, Metadata v8+
+``include_topic_authorized_operations``, Metadata v8-10 and DescribeCluster ``include_cluster_authorized_operations``)
+is told, per resource, which of the operations the resource type supports its principal may do: bit ``1 << code``
+set for each allowed operation, ``code`` being Kafka's AclOperation code (``security.acls.AclOperation``). Each
+operation is checked as Kafka does, one authorization of the LITERAL resource per supported operation, so the
+implied operations count (Read allows Describe) and a DENY removes its bit. Super users get every supported bit.
+With the authorizer off (Kafka: no ``authorizer.class.name``) every supported operation is set. A client that does
+not ask gets ``NOT_REQUESTED`` (the schemas' default, -2^31).
+
+The operations each resource type supports are Kafka's ``AclEntry.supportedOperations``. For groups that list has
+DESCRIBE_CONFIGS and ALTER_CONFIGS since Kafka 4.0's group configs (KAFKA-14510): the bits say what the ACLs allow,
+and are answered the same here even though this daemon has no group configs to describe.
+
+Cost: one ``Authorizer.authorize`` per supported operation, each a lookup in the authorizer's decision cache once
+warm; a miss examines only the bindings whose pattern matches the resource. Nothing here grows with the ACL count.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from security.acls import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+
 NOT_REQUESTED: Final = -(2**31)  # the schemas' default: "not requested"
 
-# AclOperation codes (Kafka's numbering).
-_CREATE, _DELETE, _ALTER, _DESCRIBE, _READ = 5, 6, 7, 8, 3
-_CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE = 9, 10, 11, 12
+_O = AclOperation
+SUPPORTED: Final[dict[ResourceType, tuple[AclOperation, ...]]] = {
+    ResourceType.TOPIC: (
+        _O.READ, _O.WRITE, _O.CREATE, _O.DELETE, _O.ALTER, _O.DESCRIBE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (_O.READ, _O.DESCRIBE, _O.DELETE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS),
+    ResourceType.CLUSTER: (
+        _O.CREATE, _O.ALTER, _O.DESCRIBE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS,
+        _O.IDEMPOTENT_WRITE,
+    ),
+}  # fmt: skip
 
 
-def _bits(*codes: int) -> int:
+def bits(operations: tuple[AclOperation, ...]) -> int:
     value = 0
-    for code in codes:
-        value |= 1 << code
+    for op in operations:
+        value |= 1 << op
     return value
 
 
-# What a group allows, as DescribeGroups has always answered here: READ, DESCRIBE, DELETE. (Kafka's list for groups
-# also has DESCRIBE_CONFIGS and ALTER_CONFIGS since KIP-848's group configs; not changed here.)
-GROUP_OPERATIONS: Final = _bits(_READ, _DESCRIBE, _DELETE)
-# What the cluster resource supports: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
-# IDEMPOTENT_WRITE.
-CLUSTER_OPERATIONS: Final = _bits(
-    _CREATE, _ALTER, _DESCRIBE, _CLUSTER_ACTION, _DESCRIBE_CONFIGS, _ALTER_CONFIGS, _IDEMPOTENT_WRITE
-)
+TOPIC_OPERATIONS: Final = bits(SUPPORTED[ResourceType.TOPIC])
+GROUP_OPERATIONS: Final = bits(SUPPORTED[ResourceType.GROUP])
+CLUSTER_OPERATIONS: Final = bits(SUPPORTED[ResourceType.CLUSTER])
+
+
+def authorized_operations(
+    authorizer: Authorizer, principal: str, host: str, resource_type: ResourceType, name: str
+) -> int:
+    """The bitfield of the operations on the resource ``principal`` may do from ``host``."""
+    supported = SUPPORTED[resource_type]
+    if not authorizer.enabled:
+        return bits(supported)
+    authorize = authorizer.authorize
+    value = 0
+    for op in supported:
+        if authorize(principal, host, op, resource_type, name):
+            value |= 1 << op
+    return value
+
+
+def cluster_operations(authorizer: Authorizer, principal: str, host: str) -> int:
+    """What Metadata (v8-10) and DescribeCluster answer when asked: 0 without Describe on the cluster (Kafka checks
+    it first), else the cluster's bitfield."""
+    if not authorizer.authorize(principal, host, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorized_operations(authorizer, principal, host, ResourceType.CLUSTER, CLUSTER_NAME)

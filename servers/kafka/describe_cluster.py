@@ -6,9 +6,9 @@ rules for a broker endpoint (``docs/semantics.md`` §12):
 * ``endpoint_type`` (v1+; v0 has none and means brokers): 1 (brokers) is answered. 2 (controllers) is
   MISMATCHED_ENDPOINT_TYPE - a broker does not describe the controller quorum - and any other value
   UNSUPPORTED_ENDPOINT_TYPE; either error comes with a message, no brokers, an empty cluster id and controller -1.
-* ``cluster_authorized_operations``: -2^31 (not requested) unless the request asks; then every operation the cluster
-  resource supports, as Kafka answers with authorization off (``authorized``); with the authorizer on, as Kafka: 0
-  without Describe on the cluster, else the operations the principal may do on it.
+* ``cluster_authorized_operations``: -2^31 (not requested) unless the request asks; then, as Kafka's
+  ``AuthHelper.computeDescribeClusterResponse``: 0 if the principal may not Describe the cluster, else the bitfield of
+  the cluster operations it may do (``authorized``; every one with the authorizer off).
 * ``include_fenced_brokers`` (v2) changes nothing: this node is never fenced (``is_fenced`` false).
 """
 
@@ -17,10 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.errors import ErrorCode
-from security.acls import AclOperation
 
 from ._util import response_cls
-from .authorized import CLUSTER_OPERATIONS, NOT_REQUESTED
+from .authorized import NOT_REQUESTED, cluster_operations
 from .build import build
 from .context import RequestContext, Services, node_of
 
@@ -43,28 +42,12 @@ def handle_describe_cluster(services: Services, ctx: RequestContext, body: Any) 
             "controller_id": node.node_id,
             "brokers": [broker],
             "cluster_authorized_operations": (
-                _cluster_operations(services, ctx) if body.include_cluster_authorized_operations else NOT_REQUESTED
+                cluster_operations(services.authorizer, ctx.principal, ctx.client_host)
+                if body.include_cluster_authorized_operations
+                else NOT_REQUESTED
             ),
         },
     )
-
-
-_CLUSTER_OPERATIONS = tuple(op for op in AclOperation if CLUSTER_OPERATIONS >> op & 1)
-
-
-def _cluster_operations(services: Services, ctx: RequestContext) -> int:
-    """KIP-430, as Kafka's ``handleDescribeCluster``: every operation the cluster supports with the authorizer off;
-    with it on, 0 without Describe on the cluster, else the operations the principal may do on it."""
-    authorizer = services.authorizer
-    if not authorizer.enabled:
-        return CLUSTER_OPERATIONS
-    if not authorizer.authorize_cluster(ctx.principal, ctx.client_host, AclOperation.DESCRIBE):
-        return 0
-    bits = 0
-    for op in _CLUSTER_OPERATIONS:
-        if authorizer.authorize_cluster(ctx.principal, ctx.client_host, op):
-            bits |= 1 << op
-    return bits
 
 
 def _refused(endpoint_type: int) -> dict[str, Any]:

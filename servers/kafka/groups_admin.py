@@ -18,7 +18,7 @@ from security.audit import Action
 from . import audit, sliced
 from ._util import response_cls, then
 from .acls import allowed, cluster_allowed
-from .authorized import GROUP_OPERATIONS, NOT_REQUESTED
+from .authorized import GROUP_OPERATIONS, NOT_REQUESTED, authorized_operations
 from .build import build
 from .context import RequestContext, Services
 
@@ -68,14 +68,6 @@ def _described(group: m.DescribedGroup, include_operations: bool, operations: in
     }
 
 
-def _group_operations(services: Services, ctx: RequestContext, group_id: str) -> int:
-    bits = 0
-    for op in (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE):
-        if allowed(services, ctx, op, ResourceType.GROUP, group_id):
-            bits |= 1 << op
-    return bits
-
-
 def handle_describe_groups(services: Services, ctx: RequestContext, body: Any) -> Any:
     include_operations = bool(getattr(body, "include_authorized_operations", False))
     group_ids = list(body.groups)
@@ -84,7 +76,10 @@ def handle_describe_groups(services: Services, ctx: RequestContext, body: Any) -
         if group.error is not ErrorCode.none and not ctx.error:
             ctx.error = group.error.value  # the first group error, for the metrics
         if include_operations and services.authorizer.enabled:  # KIP-430: what this principal may do
-            return _described(group, True, _group_operations(services, ctx, group.group_id))
+            operations = authorized_operations(
+                services.authorizer, ctx.principal, ctx.client_host, ResourceType.GROUP, group.group_id
+            )
+            return _described(group, True, operations)
         return _described(group, include_operations)
 
     describe: Callable[[list[str | None]], list[m.DescribedGroup]] = services.coordinator.describe_groups

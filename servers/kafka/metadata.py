@@ -28,7 +28,7 @@ import asyncio
 import struct
 import uuid
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from time import perf_counter
 from types import SimpleNamespace
 from typing import Any
@@ -42,7 +42,7 @@ from security.acls import AclOperation, ResourceType
 
 from ._util import response_cls
 from .acls import allowed, cluster_allowed
-from .authorized import NOT_REQUESTED
+from .authorized import NOT_REQUESTED, authorized_operations, cluster_operations
 from .build import build
 from .context import Node, RequestContext, Services, node_of
 
@@ -57,7 +57,7 @@ FAMILY = (0, 1, 1, 1, 1, 5, 5, 7, 8, 9, 10, 10, 10)
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
-_NOT_REQUESTED_BYTES = _I32.pack(NOT_REQUESTED)  # topic_authorized_operations: always 'not requested'
+TopicOperations = Callable[[str], int]  # a topic's authorized-operations bitfield, for a request that asks for it
 
 
 def _array_length(flexible: bool, n: int) -> bytes:
@@ -72,9 +72,11 @@ def encode_topic(
     partitions: int,
     node_id: int,
     internal: bool = False,
+    operations: int = NOT_REQUESTED,
 ) -> bytes:
     """One MetadataResponseTopic in the encoding of ``family`` (see ``FAMILY``), every partition led by ``node_id``
-    with it as the only replica, no topic authorized operations. ``name`` None only where the version allows it (12);
+    with it as the only replica, ``operations`` as topic_authorized_operations (v8+). ``name`` None only where the
+    version allows it (12);
     ``internal``: ``__consumer_offsets`` (``broker.topics.is_internal_topic``), which clients leave out of a
     subscription by pattern unless ``exclude.internal.topics`` is false."""
     flexible = family >= 9
@@ -103,10 +105,17 @@ def encode_topic(
             rest += b"\x00"  # tagged fields
         out.extend(b"\x00\x00" + _I32.pack(p) + rest for p in range(partitions))  # error_code 0, partition_index
     if family >= 8:
-        out.append(_NOT_REQUESTED_BYTES)
+        out.append(_I32.pack(operations))
     if flexible:
         out.append(b"\x00")
     return b"".join(out)
+
+
+def with_operations(entry: bytes, family: int, operations: int) -> bytes:
+    """``entry`` (of ``family`` >= 8) with its topic_authorized_operations set to ``operations``: the kept entries
+    are encoded 'not requested', and the bits differ per principal."""
+    end = len(entry) - (5 if family >= 9 else 4)  # the field, then the tagged fields (v9+)
+    return b"".join((entry[:end], _I32.pack(operations), entry[end + 4 :]))
 
 
 class _Encoded:
@@ -182,9 +191,11 @@ def _with_correlation(rest: bytes, correlation_id: int) -> bytes:
 
 
 def _encode(
-    cache: _Encoded, registry: TopicRegistry, family: int, node_id: int, items: Sequence[Topic | bytes]
-) -> Generator[None, None, list[bytes]]:
-    """The entries of ``items`` (a Topic, or an entry already encoded), yielding every ``SLICE_SECONDS``."""
+    cache: _Encoded, registry: TopicRegistry, family: int, node_id: int, items: Sequence[Topic | bytes],
+    topic_operations: TopicOperations | None = None,
+) -> Generator[None, None, list[bytes]]:  # fmt: skip
+    """The entries of ``items`` (a Topic, or an entry already encoded), yielding every ``SLICE_SECONDS``; a Topic's
+    entry with its authorized operations if ``topic_operations`` is given."""
     entries = cache.entries_for(family, node_id)
     out: list[bytes] = []
     append = out.append
@@ -199,6 +210,8 @@ def _encode(
             entry = encode_topic(family, 0, item.name, item.topic_id, item.partitions, node_id, internal)
             if registry.get(item.name) is item:  # not a topic that changed while this answer was being built
                 entries[item.name] = entry
+        if topic_operations is not None:
+            entry = with_operations(entry, family, topic_operations(item.name))
         append(entry)
         if not i & 255 and perf_counter() > deadline:
             yield
@@ -208,12 +221,15 @@ def _encode(
 
 def _answer(
     cache: _Encoded, registry: TopicRegistry, ctx: RequestContext, node: Node, items: Sequence[Topic | bytes],
-    invalid: bool = False,
+    invalid: bool = False, topic_operations: TopicOperations | None = None, cluster_operations: int = NOT_REQUESTED,
 ) -> Generator[None, None, bytes]:  # fmt: skip
-    """Everything after the correlation id of the answer listing ``items``."""
+    """Everything after the correlation id of the answer listing ``items``; ``cluster_operations`` is answered in
+    v8-10 (the field's place in the fixed tail)."""
     head, tail = _head_and_tail(cache, ctx, node, invalid)
     version = ctx.api_version
-    parts = yield from _encode(cache, registry, FAMILY[version], node.node_id, items)
+    if cluster_operations != NOT_REQUESTED and 8 <= version <= 10:
+        tail = _I32.pack(cluster_operations) + tail[4:]
+    parts = yield from _encode(cache, registry, FAMILY[version], node.node_id, items, topic_operations)
     if len(parts) > 4096:
         yield  # joining megabytes is a step of its own (about 1 ms per MB)
     parts.append(tail)
@@ -275,7 +291,7 @@ def _every_topic(cache: _Encoded, registry: TopicRegistry, ctx: RequestContext, 
 
 
 def _requested(
-    services: Services, ctx: RequestContext, body: Any, family: int
+    services: Services, ctx: RequestContext, body: Any, family: int, topic_operations: TopicOperations | None = None
 ) -> Generator[None, None, tuple[list[Topic | bytes], bool]]:
     """The entries answering a request that names topics, and whether it is an invalid request (v10-11 ids);
     yields every ``SLICE_SECONDS`` (a request can name hundreds of thousands of topics)."""
@@ -337,30 +353,61 @@ def _requested(
         error = ErrorCode.unknown_topic_or_partition
         if registry.auto_create and allow_create and not is_legal_topic_name(name):
             error = ErrorCode.invalid_topic_exception  # what Kafka answers when it refuses to create it
-        items.append(encode_topic(family, error, name, None, 0, node_id))
+        # A topic the principal may describe has its operations even when it does not exist (as in Kafka); the
+        # refused ones above, and unknown ids, keep 'not requested'.
+        operations = NOT_REQUESTED if topic_operations is None else topic_operations(name)
+        items.append(encode_topic(family, error, name, None, 0, node_id, operations=operations))
     return items, False
 
 
-def _named(services: Services, ctx: RequestContext, body: Any, cache: _Encoded) -> Generator[None, None, bytes]:
-    items, invalid = yield from _requested(services, ctx, body, FAMILY[ctx.api_version])
-    return (yield from _answer(cache, services.topics, ctx, node_of(services, ctx), items, invalid))
+def _named(
+    services: Services, ctx: RequestContext, body: Any, cache: _Encoded,
+    topic_operations: TopicOperations | None, cluster_ops: int,
+) -> Generator[None, None, bytes]:  # fmt: skip
+    items, invalid = yield from _requested(services, ctx, body, FAMILY[ctx.api_version], topic_operations)
+    if invalid:  # Kafka answers an invalid request with its error response: nothing but the errors
+        topic_operations, cluster_ops = None, NOT_REQUESTED
+    node = node_of(services, ctx)
+    return (yield from _answer(cache, services.topics, ctx, node, items, invalid, topic_operations, cluster_ops))
+
+
+def _operations_asked(services: Services, ctx: RequestContext, body: Any) -> tuple[TopicOperations | None, int]:
+    """KIP-430, as ``KafkaApis.handleTopicMetadataRequest``: from v8, the topics' bitfields if asked for; in v8-10,
+    the cluster's if asked for (``authorized.cluster_operations``: 0 without Describe on the cluster)."""
+    version = ctx.api_version
+    if version < 8:
+        return None, NOT_REQUESTED
+    authorizer, principal, host = services.authorizer, ctx.principal, ctx.client_host
+    cluster_ops = NOT_REQUESTED
+    if version <= 10 and getattr(body, "include_cluster_authorized_operations", False):
+        cluster_ops = cluster_operations(authorizer, principal, host)
+    topic_operations: TopicOperations | None = None
+    if getattr(body, "include_topic_authorized_operations", False):
+
+        def topic_operations(name: str) -> int:
+            return authorized_operations(authorizer, principal, host, ResourceType.TOPIC, name)
+
+    return topic_operations, cluster_ops
 
 
 def handle_metadata(services: Services, ctx: RequestContext, body: Any) -> Any:
     registry = services.topics
     cache = _encoded_for(registry)
     requested = body.topics
+    topic_operations, cluster_ops = _operations_asked(services, ctx, body)
     if requested is None or (ctx.api_version == 0 and not requested):
-        if not services.authorizer.enabled:
+        asked = topic_operations is not None or cluster_ops != NOT_REQUESTED
+        if not services.authorizer.enabled and not asked:
             return _every_topic(cache, registry, ctx, node_of(services, ctx))
-        # ACLs: every topic the principal may describe, answered as if it had named them (no shared answer)
+        # ACLs, or authorized operations asked for: every topic the principal may describe, answered as if it had
+        # named them (not the shared answer, which has neither)
         named = [
             SimpleNamespace(name=t.name, topic_id=None)
             for t in registry.all()
             if allowed(services, ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         ]
         body = SimpleNamespace(topics=named, allow_auto_topic_creation=False)
-    steps = _named(services, ctx, body, cache)
+    steps = _named(services, ctx, body, cache, topic_operations, cluster_ops)
     try:
         next(steps)
     except StopIteration as finished:

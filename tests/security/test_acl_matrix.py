@@ -64,16 +64,26 @@ from kafka.admin._users import UserScramCredentialUpsertion as KpUpsertion
 from kafka.structs import TopicPartition as KpTopicPartition
 
 from tests.server.conftest import RunningApp
+from tests.storage.conftest import fresh_postgres_database
 
 ADMIN_PASSWORD = "admin-secret"
 PASSWORDS = {"admin": ADMIN_PASSWORD, "alice": "alice-secret", "bob": "bob-secret"}
 
 
 class Cluster:
-    def __init__(self, app: RunningApp) -> None:
+    def __init__(self, app: RunningApp, storage: dict[str, str]) -> None:
+        self.storage = storage
+        self._serve(app)
+
+    def _serve(self, app: RunningApp) -> None:
         self.app = app
         self.port = next(s.bound_port for spec, s in app.app.listeners if spec.name == "SASL_PLAINTEXT")  # type: ignore[attr-defined]
         self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def restart(self) -> None:
+        """Stop the daemon and start a new one on the same storage (on a new port)."""
+        self.app.stop()
+        self._serve(RunningApp(durable=True, **_settings(self.storage)).start())
 
     def conf(self, user: str, password: str | None = None, mechanism: str = "SCRAM-SHA-512") -> dict[str, Any]:
         return {
@@ -112,17 +122,32 @@ class Errors(logging.Handler):
             self.records.append(record)
 
 
+def _settings(storage: dict[str, str]) -> dict[str, Any]:
+    return {
+        "listeners": {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl_enabled_mechanisms": "SCRAM-SHA-512,PLAIN"},
+        "authorizer": {"enabled": True, "super_users": "User:admin"},
+        "users": {"bootstrap": [f"SCRAM-SHA-512=[name=admin,password={ADMIN_PASSWORD}]"]},
+        "storage": storage,
+    }
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def storage(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Where the daemon keeps its ACLs, users and groups: the embedded SQLite file, or a fresh PostgreSQL database
+    (dropped after). One daemon per storage serves the whole module (pytest runs the module's tests per param)."""
+    if request.param == "sqlite":
+        yield {"data_dir": str(tmp_path_factory.mktemp("acl-matrix"))}
+        return
+    with fresh_postgres_database("kgc_acl") as url:
+        yield {"url": url}
+
+
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(storage: dict[str, str]) -> Iterator[Cluster]:
     errors = Errors()
     logging.getLogger().addHandler(errors)
-    app = RunningApp(
-        listeners={"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl_enabled_mechanisms": "SCRAM-SHA-512,PLAIN"},
-        authorizer={"enabled": True, "super_users": "User:admin"},
-        users={"bootstrap": [f"SCRAM-SHA-512=[name=admin,password={ADMIN_PASSWORD}]"]},
-    ).start()
+    c = Cluster(RunningApp(durable=True, **_settings(storage)).start(), storage)
     try:
-        c = Cluster(app)
         # the users: alice with kafka-python, bob with confluent-kafka, both by the super user
         kp = c.kp_admin("admin")
         try:
@@ -169,7 +194,7 @@ def cluster() -> Iterator[Cluster]:
             kp.close()
         yield c
     finally:
-        app.stop()
+        c.app.stop()
         logging.getLogger().removeHandler(errors)
     # nothing the clients sent, refused or not, is an error of the daemon's
     assert [r.getMessage() for r in errors.records] == []
@@ -505,3 +530,93 @@ def test_cluster_wide_grants(cluster: Cluster) -> None:
                                   AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
         for f in admin.delete_acls([revoke]).values():
             f.result(10)
+
+
+def _ops(*ops: AclOperation) -> set[AclOperation]:
+    return set(ops)
+
+
+Op = AclOperation
+TOPIC_OPS = _ops(Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE, Op.DESCRIBE_CONFIGS,
+                 Op.ALTER_CONFIGS)  # fmt: skip
+GROUP_OPS = _ops(Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
+CLUSTER_OPS = _ops(Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                   Op.IDEMPOTENT_WRITE)  # fmt: skip
+
+
+def test_authorized_operations_are_each_principals(cluster: Cluster) -> None:
+    """KIP-430 through confluent-kafka's admin calls with ``include_authorized_operations``: DescribeGroups,
+    Metadata's topic bits (describe_topics) and its cluster bits (describe_cluster), per principal."""
+    from confluent_kafka import TopicCollection
+
+    admin, alice, bob = cluster.admin("admin"), cluster.admin("alice"), cluster.admin("bob")
+    assert consume_and_commit(cluster, "alice", "team-a-ops", "a-topic") is None
+    assert consume_and_commit(cluster, "bob", "team-b", "b-topic") is None
+    secret = [ConsumerGroupTopicPartitions("team-a-secret", [TopicPartition("a-topic", 0, 0)])]
+    for f in admin.alter_consumer_group_offsets(secret).values():  # the super user makes the group exist
+        f.result(10)
+
+    def group_ops(client: AdminClient, group: str) -> set[AclOperation] | None:
+        [f] = client.describe_consumer_groups([group], include_authorized_operations=True).values()
+        ops = f.result(10).authorized_operations
+        return None if ops is None else set(ops)
+
+    # alice: Read (so Describe) and Delete on team-a- groups; her DENY Read on team-a-secret takes Read only
+    assert group_ops(alice, "team-a-ops") == _ops(Op.READ, Op.DESCRIBE, Op.DELETE)
+    assert group_ops(alice, "team-a-secret") == _ops(Op.DESCRIBE, Op.DELETE)
+    assert group_ops(bob, "team-b") == GROUP_OPS  # All
+    assert group_ops(admin, "team-a-ops") == GROUP_OPS  # the super user
+    [f] = alice.describe_consumer_groups(["team-a-ops"]).values()
+    assert f.result(10).authorized_operations is None  # not asked for
+
+    def topic_ops(client: AdminClient, topic: str) -> set[AclOperation]:
+        [f] = client.describe_topics(TopicCollection([topic]), include_authorized_operations=True).values()
+        return set(f.result(10).authorized_operations)
+
+    # alice: Read, Write on a-topic; Create, Delete, DescribeConfigs on a- topics (Read and Write imply Describe)
+    assert topic_ops(alice, "a-topic") == _ops(Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.DESCRIBE,
+                                              Op.DESCRIBE_CONFIGS)  # fmt: skip
+    assert topic_ops(bob, "a-topic") == _ops(Op.DESCRIBE)
+    assert topic_ops(bob, "b-topic") == TOPIC_OPS
+    assert topic_ops(admin, "other") == TOPIC_OPS
+
+    def cluster_ops(client: AdminClient) -> set[AclOperation] | None:
+        ops = client.describe_cluster(include_authorized_operations=True).result(10).authorized_operations
+        return None if ops is None else set(ops)
+
+    assert cluster_ops(admin) == CLUSTER_OPS
+    # no Describe on the cluster: Kafka answers 0, which confluent-kafka reports as None, as it does "not asked for"
+    # (kafka-python below tells them apart; tests/api/test_authorized_operations.py checks the field itself)
+    assert cluster_ops(alice) is None
+    grant = binding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "alice", Op.ALTER)
+    for f in admin.create_acls([grant]).values():
+        f.result(10)
+    try:
+        assert cluster_ops(alice) == _ops(Op.ALTER, Op.DESCRIBE)  # Alter implies Describe; at once
+    finally:
+        revoke = AclBindingFilter(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice",
+                                  None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+        for f in admin.delete_acls([revoke]).values():
+            f.result(10)
+    # kafka-python asks DescribeCluster (api 60) for them: the same answer
+    kp = cluster.kp_admin("alice")
+    try:
+        assert kp.describe_cluster()["authorized_operations"] == []
+    finally:
+        kp.close()
+
+
+def test_acls_and_users_survive_a_restart_on_this_storage(cluster: Cluster) -> None:
+    """Last in the module: the ACLs and SCRAM users are in the storage (SQLite or PostgreSQL), loaded again by a new
+    daemon on it: alice's grants and DENY, bob's refusals, the HTTP-made and revoked ones gone."""
+    cluster.restart()
+    assert consume_and_commit(cluster, "alice", "team-a-again", "a-topic") is None
+    for user, group, topic in (("alice", "team-a-secret", "a-topic"), ("bob", "team-a-again", "b-topic"),
+                               ("bob", "shared-http", "b-topic")):  # fmt: skip
+        err = consume_and_commit(cluster, user, group, topic)
+        assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, (user, group, err)
+    alice = cluster.admin("alice")  # kept: a collected AdminClient never completes its futures
+    [f] = alice.describe_consumer_groups(["team-a-1"], include_authorized_operations=True).values()
+    described = f.result(10)
+    assert set(described.authorized_operations) == _ops(Op.READ, Op.DESCRIBE, Op.DELETE)
+    assert described.state.name == "EMPTY"  # its committed offsets came back too

@@ -14,7 +14,10 @@ from daemon.settings import load_settings
 
 
 class RunningApp:
-    def __init__(self, **overrides: Any) -> None:
+    """The daemon's ``App`` on its own loop in a thread. Its state is in memory unless ``durable``: then the app is
+    opened on the storage the settings name (``App.open``: ``storage.url``, or SQLite under ``storage.data_dir``)."""
+
+    def __init__(self, *, durable: bool = False, **overrides: Any) -> None:
         overrides.setdefault("http", {"listen": "127.0.0.1:0"})  # never the default 8080: tests may run side by side
         settings = load_settings(
             None,
@@ -23,7 +26,9 @@ class RunningApp:
             topics={"initial": {"t": 3}},
             **overrides,
         )
-        self.app = App(settings)
+        self.durable = durable
+        self.app = App(settings) if not durable else None  # type: ignore[assignment]  # opened by start()
+        self.settings = settings
         self.loop = asyncio.new_event_loop()
         self._stop: asyncio.Event | None = None
         self._started = threading.Event()
@@ -41,6 +46,8 @@ class RunningApp:
     async def _main(self) -> None:
         self._stop = asyncio.Event()
         try:
+            if self.durable:
+                self.app = await App.open(self.settings)
             await self.app.start()
         except BaseException as exc:
             self._error = exc

@@ -7,6 +7,7 @@ an unreachable server FAILS the PostgreSQL tests; elsewhere they are skipped wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import uuid
@@ -72,6 +73,28 @@ def require_postgres() -> None:
     if problem is not None:
         where = make_url(PG_URL).render_as_string(hide_password=True)
         missing(f"PostgreSQL at {where} unreachable: {problem} (set KGC_TEST_PG_URL or start PostgreSQL)")
+
+
+async def _autocommit(sql: str) -> None:
+    engine = create_engine(PG_URL).execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(sql))
+    finally:
+        await engine.dispose()
+
+
+@contextlib.contextmanager
+def fresh_postgres_database(prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database (the role must be allowed to CREATE DATABASE), dropped after; yields its URL
+    for the daemon's ``storage.url``. Skips (fails under CI) when PostgreSQL cannot be reached."""
+    require_postgres()
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    _run_in_thread(_autocommit(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        _run_in_thread(_autocommit(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(scope="session")

@@ -3,11 +3,12 @@
     python -m benchmarks.acls [--acls 10000] [--checks 200000]
 
 Prints, for each ACL population, the time of one ``Authorizer.authorize`` (a group Read allowed, a topic Write
-allowed through a PREFIXED ACL, a check denied), and of one Heartbeat answered by ``KafkaServer.handle`` (its fast
-path, the core included) with the authorizer off and on. The populations: 10 ACLs; ``--acls`` LITERAL ACLs on other
-groups and topics (the common shape: one ACL per team resource); ``--acls`` PREFIXED ACLs with distinct prefixes
-(the index probes the name's own prefixes instead of walking them). A per-check cost that does not grow with the
-population is the point."""
+allowed through a PREFIXED ACL, a check denied), of one topic's KIP-430 bitfield (``authorized_operations``: eight
+checks, what Metadata with ``include_topic_authorized_operations`` costs per topic), and of one Heartbeat answered by
+``KafkaServer.handle`` (its fast path, the core included) with the authorizer off and on. The populations: 10 ACLs;
+``--acls`` LITERAL ACLs on other groups and topics (the common shape: one ACL per team resource); ``--acls`` PREFIXED
+ACLs with distinct prefixes (the index probes the name's own prefixes instead of walking them). A per-check cost that
+does not grow with the population is the point."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from coordinator.record_log import MemoryLog
 from protocol.codec import Request
 from protocol.headers import RequestHeader
 from security.acls import AclBinding, AclIndex, AclOperation, Authorizer, PatternType, PermissionType, ResourceType
+from servers.kafka.authorized import authorized_operations
 
 G, T = ResourceType.GROUP, ResourceType.TOPIC
 ALLOW = PermissionType.ALLOW
@@ -76,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     n = args.checks
     head = f"{'ACLs':>22} {'group Read':>11} {'prefixed Write':>15} {'denied':>8} {'uncached':>9}"
-    print(f"{head} {'heartbeat off':>14} {'heartbeat on':>13}")
+    print(f"{head} {'topic bits':>11} {'heartbeat off':>14} {'heartbeat on':>13}")
     for kind in ("few", "literal", "prefixed"):
         acls = population(kind, args.acls)
         a = Authorizer(AclIndex(acls), enabled=True)
@@ -84,11 +86,12 @@ def main() -> None:
         write = per_call_ns(partial(a.authorize, "User:app", "/10.0.0.1", AclOperation.WRITE, T, "orders.eu"), n)
         denied = per_call_ns(partial(a.authorize, "User:other", "/10.0.0.1", AclOperation.READ, T, "orders.eu"), n)
         uncached = per_call_ns(partial(a._decide, "User:app", "/10.0.0.1", AclOperation.WRITE, T, "orders.eu"), n)
+        bits = per_call_ns(partial(authorized_operations, a, "User:app", "/10.0.0.1", T, "orders.eu"), n // 4)
         off = heartbeat_ns(Authorizer(AclIndex(acls), enabled=False), n // 4)
         on = heartbeat_ns(a, n // 4)
         label = f"{len(acls)} {kind}"
         row = f"{label:>22} {read:>9.0f}ns {write:>13.0f}ns {denied:>6.0f}ns {uncached:>7.0f}ns"
-        print(f"{row} {off:>12.0f}ns {on:>11.0f}ns")
+        print(f"{row} {bits:>9.0f}ns {off:>12.0f}ns {on:>11.0f}ns")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ Topic ids, as ``KafkaApis.handleTopicMetadataRequest`` does: in v10-11 a null na
 request (every topic answered with INVALID_REQUEST, a null name as ""); in v12, if any topic has a non-zero id the
 request is answered by id only (unknown ids with UNKNOWN_TOPIC_ID and a null name, first), names being ignored.
 
+Authorized operations (KIP-430, ``authorized``): from v8 a request with ``include_topic_authorized_operations`` gets
+each described topic's bitfield (not a refused one's, nor an unknown id's), and in v8-10 one with
+``include_cluster_authorized_operations`` the cluster's; the kept entries are encoded 'not requested' and the four
+bytes are replaced per answer (``with_operations``). Such a request for every topic is built as a named one, not
+taken from the shared answer for every topic.
+
 Encoding. A Metadata answer for every topic is the biggest thing a client can ask for (24 MB for 100,000 topics of
 a few partitions), and kio builds it at about 20 us a topic: two seconds of a frozen event loop per request. So the
 answer is encoded here, not through kio: each topic's entry once per version family (the versions whose entries are

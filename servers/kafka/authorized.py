@@ -13,12 +13,14 @@ The operations each resource type supports are Kafka's ``AclEntry.supportedOpera
 DESCRIBE_CONFIGS and ALTER_CONFIGS since Kafka 4.0's group configs (KAFKA-14510): the bits say what the ACLs allow,
 and are answered the same here even though this daemon has no group configs to describe.
 
-Cost: one ``Authorizer.authorize`` per supported operation, each a lookup in the authorizer's decision cache once
-warm; a miss examines only the bindings whose pattern matches the resource. Nothing here grows with the ACL count.
+Cost: a bitfield is kept per (principal, host, resource) until the ACLs change, so the steady state is one dictionary
+lookup; computing one is an ``Authorizer.authorize`` per supported operation, each examining only the bindings whose
+pattern matches the resource (or a lookup in the authorizer's decision cache). Nothing grows with the ACL count.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Final
 
 from security.acls import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
@@ -50,18 +52,37 @@ GROUP_OPERATIONS: Final = bits(SUPPORTED[ResourceType.GROUP])
 CLUSTER_OPERATIONS: Final = bits(SUPPORTED[ResourceType.CLUSTER])
 
 
+_Key = tuple[str, str, ResourceType, str]
+CACHE_SIZE = 100_000  # bitfields kept per authorizer (cleared when full, and whenever the ACLs change)
+_cached: weakref.WeakKeyDictionary[Authorizer, tuple[int, dict[_Key, int]]] = weakref.WeakKeyDictionary()
+
+
 def authorized_operations(
     authorizer: Authorizer, principal: str, host: str, resource_type: ResourceType, name: str
 ) -> int:
-    """The bitfield of the operations on the resource ``principal`` may do from ``host``."""
+    """The bitfield of the operations on the resource ``principal`` may do from ``host``. Kept per (principal,
+    host, resource) until the ACLs change (the index's ``version``, as the authorizer's own decisions), so the steady
+    state is one lookup instead of a check per supported operation."""
     supported = SUPPORTED[resource_type]
     if not authorizer.enabled:
         return bits(supported)
+    version = authorizer.index.version
+    kept = _cached.get(authorizer)
+    if kept is None or kept[0] != version:
+        kept = _cached[authorizer] = (version, {})
+    cache = kept[1]
+    key = (principal, host, resource_type, name)
+    value = cache.get(key)
+    if value is not None:
+        return value
     authorize = authorizer.authorize
     value = 0
     for op in supported:
         if authorize(principal, host, op, resource_type, name):
             value |= 1 << op
+    if len(cache) >= CACHE_SIZE:
+        cache.clear()
+    cache[key] = value
     return value
 
 

@@ -207,3 +207,19 @@ def test_the_bitfield_costs_the_same_with_ten_thousand_acls_elsewhere() -> None:
         return cold, Counting.examined - cold
 
     assert examined(0) == examined(10_000) == (8, 0)  # one binding per supported operation, then the cache
+
+
+async def test_the_kept_bitfields_follow_an_acl_change_at_once(secured: Harness) -> None:
+    h = secured
+    await call(h, ADMIN, 8, 9, **commit_fields([("t", [(0, 1)])], group="g"))
+    await grant(h, creation(ResourceType.GROUP, "g", O.DESCRIBE))
+
+    async def bits() -> int:
+        described = await call(h, ALICE, 15, 5, groups=["g"], include_authorized_operations=True)
+        return int(described.groups[0].authorized_operations)
+
+    assert await bits() == await bits() == ops(O.DESCRIBE)
+    await grant(h, creation(ResourceType.GROUP, "g", O.DELETE))
+    assert await bits() == ops(O.DESCRIBE, O.DELETE)
+    await grant(h, creation(ResourceType.GROUP, "g", O.DELETE, perm=PermissionType.DENY))
+    assert await bits() == ops(O.DESCRIBE)

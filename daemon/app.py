@@ -43,11 +43,13 @@ from security.users import UserStore
 from servers.http import HistorySource, HttpServer, MemoryHistory, start_http
 from servers.http.access import Access, Role, TokenEntry
 from servers.http.acls import AclAccess
+from servers.http.basic_auth import BasicAuth
 from servers.http.readiness import readiness_probe, sql_ping
 from servers.http.storage_history import StorageHistory
 from servers.http.wiring import Operator
 from servers.kafka import Node, Services
 from servers.kafka.context import BatchSource
+from servers.kafka.tls import TlsConfig, TlsContext
 
 if TYPE_CHECKING:  # storage is imported only when a database is configured (App.open)
     from storage.durable_log import DurableLog
@@ -67,6 +69,22 @@ class StoredData(DataLog, BatchSource, Protocol):
     async def prune_producers(self, older_than_ms: int) -> int: ...
 
 
+def http_tls(http: HttpSettings) -> TlsContext | None:
+    """The operator API's TLS context (``[http] ssl_*``), or None for plain HTTP. Raises ``ValueError``."""
+    if not http.tls:
+        return None
+    config = TlsConfig(
+        keystore_location=http.ssl_keystore_location,
+        keystore_certificate_chain=http.ssl_keystore_certificate_chain,
+        keystore_key=http.ssl_keystore_key,
+        key_password=http.ssl_key_password.get_secret_value() if http.ssl_key_password is not None else None,
+    )
+    try:
+        return TlsContext(config, ())
+    except ValueError as exc:
+        raise type(exc)(f"http: {exc}") from None
+
+
 def http_access(http: HttpSettings) -> Access:
     """The operator API's principals from ``[http]`` (servers.http.access)."""
     token = http.token.get_secret_value() if http.token is not None else None
@@ -75,6 +93,7 @@ def http_access(http: HttpSettings) -> Access:
         legacy_token=token or None,
         anonymous_role=Role.parse(http.anonymous_role),
         allowed_origins=http.allowed_origins,
+        basic=http.basic_auth,
     )
 
 
@@ -181,8 +200,18 @@ class App:
         # One KafkaServer per listener (daemon/listeners.py), each with its own copy of the services (its node);
         # ``server`` is the first (``port``, the connection metrics). SASL looks users up in ``credentials``.
         self.credentials: CredentialLookup = credentials if credentials is not None else self.users
-        self.listeners, self.tls = build_servers(settings, self.services, self.credentials)
+        self.listeners, self.tls_contexts = build_servers(settings, self.services, self.credentials)
         self.server = self.listeners[0][1]
+        # The operator API over TLS ([http] ssl_*), and HTTP Basic with the same SCRAM users ([http] basic_auth).
+        self.http_tls = http_tls(settings.http)
+        self.basic_auth = (
+            BasicAuth(
+                self.credentials,
+                {p: Role.parse(r) for p, r in settings.http.user_roles.items()},
+            )
+            if settings.http.basic_auth
+            else None
+        )
         server = self.server
         servers = [s for _, s in self.listeners]
         self.metrics.count_untimed_requests(int(ApiKey.HEARTBEAT), lambda: sum(s.untimed_heartbeats for s in servers))
@@ -262,9 +291,13 @@ class App:
                 admin=self.admin,
                 users=self.users,
                 acls=AclAccess(self.services.authorizer, lambda: self.services.acl_store),
+                basic=self.basic_auth,
             )
             self.http = await start_http(
-                http_app, self.settings.http.listen, max_line_size=self.settings.http.max_request_line_bytes
+                http_app,
+                self.settings.http.listen,
+                max_line_size=self.settings.http.max_request_line_bytes,
+                ssl_context=self.http_tls.context if self.http_tls is not None else None,
             )
         # Durable logs (SqlRecordLog) return the stored state records; replay them before anything runs.
         loaded = await self.record_log.load()
@@ -357,18 +390,27 @@ class App:
         prune = self.record_log.run_history_pruning(retention_ms, s.history_prune_interval_s)
         self._background.append(asyncio.get_running_loop().create_task(prune))
 
+    @property
+    def tls(self) -> TlsContext | None:
+        """The first TLS context (the only one unless listeners override ``ssl.*``)."""
+        return self.tls_contexts[0] if self.tls_contexts else None
+
     def reload_tls(self) -> None:
-        """SIGHUP: re-read the TLS key, certificate chain and CA files (``servers.kafka.tls``); a file that does not
-        load is logged and the certificates in use stay."""
-        if self.tls is None:
+        """SIGHUP: re-read the TLS key, certificate chain and CA files of every TLS configuration (the broker-wide
+        one and each listener's ``listener.name.<name>.ssl.*``; ``servers.kafka.tls``); a configuration whose files
+        do not load is logged and keeps the certificates in use, the others are reloaded."""
+        contexts = [*self.tls_contexts, *([self.http_tls] if self.http_tls is not None else [])]
+        if not contexts:
             log.info("SIGHUP: no SSL listener, nothing to reload")
             return
-        try:
-            self.tls.reload()
-        except ValueError as exc:
-            log.error("SIGHUP: TLS reload failed, the certificates in use stay: %s", exc)
-            return
-        log.info("SIGHUP: TLS key and certificates reloaded")
+        for tls in contexts:
+            names = ", ".join(spec.name for spec, server in self.listeners if server.tls is tls) or "the HTTP API"
+            try:
+                tls.reload()
+            except ValueError as exc:
+                log.error("SIGHUP: TLS reload failed for %s, the certificates in use stay: %s", names, exc)
+                continue
+            log.info("SIGHUP: TLS key and certificates reloaded for %s", names)
 
     async def stop(self) -> None:
         for _, listener in self.listeners:

@@ -7,6 +7,13 @@ address clients are told (Metadata, FindCoordinator, DescribeCluster answer with
 came in on); a listener not in it advertises its own address (this machine's name for a wildcard host, the bound
 port for port 0). When ``listeners`` is empty the daemon has the one PLAINTEXT listener of ``[kafka] host/port``
 (``--kafka-listen``, the shorthand) advertised as ``[kafka] advertised_host/port`` (``--advertise``), as before.
+
+Per-listener overrides, Kafka's ``listener.name.<name>.<setting>`` with the listener name in lower case
+(``listener.name.internal.ssl.client.auth=required``): for the names in ``PER_LISTENER_NAMES`` (the TLS settings,
+``sasl.enabled.mechanisms``, ``connections.max.reauth.ms``, ``max.connections``) the listener's own value wins, the
+broker-wide one is the default. They are kept in ``ListenersSettings.overrides`` (listener -> Kafka name -> value;
+``[listeners.overrides.internal]`` in TOML, ``KGC_LISTENERS__OVERRIDES`` as JSON) and each listener's effective
+settings are ``ListenersSettings.for_listener``.
 """
 
 from __future__ import annotations
@@ -14,8 +21,9 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from security.principals import parse_rules
 from security.sasl import MECHANISMS
@@ -46,6 +54,29 @@ LISTENER_KAFKA_NAMES: dict[str, tuple[str, str]] = {
 }
 
 
+# Kafka names a listener may override with listener.name.<name>.<setting>: the TLS and SASL ones, and its own
+# max.connections (the broker-wide one is in [kafka]).
+PER_LISTENER_NAMES = frozenset(
+    [name for name in LISTENER_KAFKA_NAMES if name.startswith("ssl.")]
+    + ["sasl.enabled.mechanisms", "connections.max.reauth.ms", "max.connections"]
+)
+_OVERRIDE_PREFIX = "listener.name."
+
+
+def parse_override_name(name: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<setting>`` -> (listener in lower case, setting); None for any other name.
+    Raises ``ValueError`` for a listener-prefixed name whose setting cannot be overridden."""
+    if not name.startswith(_OVERRIDE_PREFIX):
+        return None
+    listener, _, setting = name[len(_OVERRIDE_PREFIX) :].partition(".")
+    if not listener or setting not in PER_LISTENER_NAMES:
+        raise ValueError(
+            f"{name!r}: expected listener.name.<listener>.<setting>, the setting one of "
+            f"{', '.join(sorted(PER_LISTENER_NAMES))}"
+        )
+    return listener.lower(), setting
+
+
 class ListenerConfigError(ValueError):
     """``listeners`` and its companions do not fit together (the message names the setting)."""
 
@@ -58,6 +89,7 @@ class ListenerSpec:
     port: int
     advertised_host: str | None = None
     advertised_port: int | None = None
+    max_connections: int | None = None  # listener.name.<name>.max.connections (None: only the broker-wide limit)
 
     @property
     def tls(self) -> bool:
@@ -128,6 +160,8 @@ class ListenersSettings(BaseModel):
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
     ssl_cipher_suites: str | None = None
     ssl_principal_mapping_rules: str = "DEFAULT"
+    # listener.name.<name>.<setting>: lower-case listener name -> Kafka name (PER_LISTENER_NAMES) -> value
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @field_validator("ssl_keystore_type", "ssl_truststore_type")
     @classmethod
@@ -169,6 +203,55 @@ class ListenersSettings(BaseModel):
         parse_endpoints(value, "listeners")
         return value
 
+    @field_validator("overrides")
+    @classmethod
+    def _overrides(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        normalised: dict[str, dict[str, Any]] = {}
+        for listener, settings in value.items():
+            if not isinstance(settings, dict):
+                raise ValueError(f"listener.name.{listener}: expected a table of settings")
+            for setting in settings:
+                if setting not in PER_LISTENER_NAMES:
+                    raise ValueError(
+                        f"listener.name.{listener.lower()}.{setting} cannot be set per listener "
+                        f"(these can: {', '.join(sorted(PER_LISTENER_NAMES))})"
+                    )
+            normalised.setdefault(listener.lower(), {}).update(settings)
+        return normalised
+
+    @model_validator(mode="after")
+    def _valid_overrides(self) -> ListenersSettings:
+        for listener in self.overrides:
+            try:
+                self.for_listener(listener)
+                self.listener_max_connections(listener)
+            except ValueError as exc:
+                raise ValueError(f"listener.name.{listener}: {exc}") from None
+        return self
+
+    def for_listener(self, name: str) -> ListenersSettings:
+        """The TLS and SASL settings of listener ``name``: its ``listener.name.<name>.*`` values over the
+        broker-wide ones."""
+        own = self.overrides.get(name.lower())
+        if not own:
+            return self
+        fields = {LISTENER_KAFKA_NAMES[k][1]: v for k, v in own.items() if k in LISTENER_KAFKA_NAMES}
+        data = self.model_dump(exclude={"overrides"})
+        data.update(fields)
+        return ListenersSettings.model_validate(data)
+
+    def listener_max_connections(self, name: str) -> int | None:
+        value = self.overrides.get(name.lower(), {}).get("max.connections")
+        if value is None:
+            return None
+        try:
+            count = int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"max.connections must be an integer, not {value!r}") from None
+        if count < 0:
+            raise ValueError("max.connections must be >= 0")
+        return count
+
     @property
     def mechanisms(self) -> tuple[str, ...]:
         return tuple(_split(self.sasl_enabled_mechanisms))
@@ -179,7 +262,17 @@ class ListenersSettings(BaseModel):
         """The listeners to open, first the one ``App.port`` reports. Raises ``ValueError`` on an inconsistent
         configuration (unknown name, duplicate name or port, advertised name that is not a listener)."""
         if not self.listeners:
-            return [ListenerSpec("PLAINTEXT", "PLAINTEXT", default_host, default_port, *default_advertised)]
+            self._known_overrides(["PLAINTEXT"])
+            return [
+                ListenerSpec(
+                    "PLAINTEXT",
+                    "PLAINTEXT",
+                    default_host,
+                    default_port,
+                    *default_advertised,
+                    max_connections=self.listener_max_connections("PLAINTEXT"),
+                )
+            ]
         protocols = parse_protocol_map(self.security_protocol_map)
         advertised = {name: (host, port) for name, host, port in parse_endpoints(self.advertised_listeners, "x")}
         specs: list[ListenerSpec] = []
@@ -192,7 +285,28 @@ class ListenersSettings(BaseModel):
             if port and any(s.port == port and s.host == host for s in specs):
                 raise ListenerConfigError(f"listeners: port {port} is given twice")
             adv_host, adv_port = advertised.pop(name, (None, None))
-            specs.append(ListenerSpec(name, protocol, host, port, adv_host or None, adv_port or None))
+            specs.append(
+                ListenerSpec(
+                    name,
+                    protocol,
+                    host,
+                    port,
+                    adv_host or None,
+                    adv_port or None,
+                    max_connections=self.listener_max_connections(name),
+                )
+            )
         if advertised:
             raise ListenerConfigError(f"advertised.listeners: {', '.join(advertised)} not in listeners")
+        self._known_overrides([s.name for s in specs])
         return specs
+
+    def _known_overrides(self, names: list[str]) -> None:
+        """An override of a listener that does not exist is a mistake (Kafka ignores it silently)."""
+        known = {name.lower() for name in names}
+        unknown = sorted(set(self.overrides) - known)
+        if unknown:
+            raise ListenerConfigError(
+                f"listener.name.{unknown[0]}.*: there is no listener {unknown[0].upper()} (listeners: "
+                f"{', '.join(sorted(known))})"
+            )

@@ -2,8 +2,11 @@
 
 Every listener serves the same ``Services``; each server's ``node`` (that listener's advertised address) goes into
 the ``RequestContext`` of its requests, so Metadata, FindCoordinator and DescribeCluster answer with the address of
-the listener the request came in on. The SSL and SASL_SSL listeners share one ``TlsContext``; ``App.reload_tls``
-(SIGHUP) re-reads its files.
+the listener the request came in on. Each listener's TLS and SASL settings are the broker-wide ones with its
+``listener.name.<name>.*`` overrides; listeners with the same TLS settings share one ``TlsContext``, and
+``App.reload_tls`` (SIGHUP) re-reads the files of each. All listeners count their connections in one
+``servers.kafka.quotas.ConnectionQuotas`` (``max.connections``, ``max.connections.per.ip``), each its own
+``listener.name.<name>.max.connections``.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from daemon.listener_settings import ListenerSpec
+from daemon.listener_settings import ListenerSpec, ListenersSettings
 from daemon.settings import Settings
 from runtime.metrics import ConnectionStats
 from security.credentials import CredentialLookup, ScramCredential
 from security.principals import parse_rules
+from security.sasl import PlainCache
 from servers.kafka import Node, Services
 from servers.kafka.listener import KafkaServer
+from servers.kafka.quotas import UNLIMITED, ConnectionQuotas
 from servers.kafka.sasl import SaslConfig
 from servers.kafka.tls import TlsConfig, TlsContext
 
@@ -31,8 +36,8 @@ class NoCredentials:
         return None
 
 
-def tls_config(settings: Settings) -> TlsConfig:
-    s = settings.listeners
+def tls_config(s: ListenersSettings) -> TlsConfig:
+    """The TLS settings of one listener (``ListenersSettings.for_listener``)."""
     return TlsConfig(
         keystore_location=s.ssl_keystore_location,
         keystore_certificate_chain=s.ssl_keystore_certificate_chain,
@@ -53,22 +58,29 @@ def listener_specs(settings: Settings) -> list[ListenerSpec]:
 
 def build_servers(
     settings: Settings, services: Services, credentials: CredentialLookup | None
-) -> tuple[list[tuple[ListenerSpec, KafkaServer]], TlsContext | None]:
-    """The listeners' servers (not started) and the shared TLS context (None without SSL listeners). Raises
-    ``ValueError`` (``servers.kafka.tls.TlsConfigError``) on unusable settings or files."""
+) -> tuple[list[tuple[ListenerSpec, KafkaServer]], list[TlsContext]]:
+    """The listeners' servers (not started) and their TLS contexts (one per distinct TLS configuration: listeners
+    without ``listener.name.<name>.ssl.*`` overrides share one). Raises ``ValueError``
+    (``servers.kafka.tls.TlsConfigError``) on unusable settings or files."""
     k = settings.kafka
-    s = settings.listeners
     specs = listener_specs(settings)
-    tls = (
-        TlsContext(tls_config(settings), parse_rules(s.ssl_principal_mapping_rules))
-        if any(x.tls for x in specs)
-        else None
-    )
-    sasl = SaslConfig(
-        s.mechanisms, credentials if credentials is not None else NoCredentials(), s.connections_max_reauth_ms
-    )
+    quotas = ConnectionQuotas(k.max_connections, k.max_connections_per_ip, k.max_connections_per_ip_overrides)
+    lookup = credentials if credentials is not None else NoCredentials()
+    plain_cache = PlainCache()  # PLAIN logins verified lately, shared by the SASL listeners
+    contexts: dict[tuple[TlsConfig, str], TlsContext] = {}
     servers = []
     for spec in specs:
+        s = settings.listeners.for_listener(spec.name)
+        tls = None
+        if spec.tls:
+            key = (tls_config(s), s.ssl_principal_mapping_rules)
+            tls = contexts.get(key)
+            if tls is None:
+                try:
+                    tls = contexts[key] = TlsContext(key[0], parse_rules(key[1]))
+                except ValueError as exc:
+                    raise type(exc)(f"listener {spec.name}: {exc}") from None
+        sasl = SaslConfig(s.mechanisms, lookup, s.connections_max_reauth_ms, plain_cache) if spec.sasl else None
         server = KafkaServer(
             services,
             host=spec.host,
@@ -77,12 +89,11 @@ def build_servers(
             max_inflight=k.max_inflight,
             queued_max_request_bytes=k.queued_max_request_bytes,
             connections_max_idle_ms=k.connections_max_idle_ms,
-            max_connections=k.max_connections,
-            max_connections_per_ip=k.max_connections_per_ip,
-            max_connections_per_ip_overrides=k.max_connections_per_ip_overrides,
             name=spec.name,
-            tls=tls if spec.tls else None,
-            sasl=sasl if spec.sasl else None,
+            tls=tls,
+            sasl=sasl,
+            quotas=quotas,
+            listener_max_connections=spec.max_connections if spec.max_connections is not None else UNLIMITED,
         )
         servers.append((spec, server))
     if any(spec.sasl for spec in specs) and not settings.authorizer.enabled:
@@ -92,7 +103,7 @@ def build_servers(
             "listener) may do everything, including AlterUserScramCredentials on any user and CreateAcls "
             "(docs/security.md §8)"
         )
-    return servers, tls
+    return servers, list(contexts.values())
 
 
 def advertise(spec: ListenerSpec, server: KafkaServer, settings: Settings) -> tuple[str, int]:
@@ -105,7 +116,7 @@ def advertise(spec: ListenerSpec, server: KafkaServer, settings: Settings) -> tu
 
 def merged_stats(servers: list[KafkaServer]) -> Callable[[], ConnectionStats]:
     """The connection figures of every listener summed (``kgc_connections``, refusals, closes), for /metrics; the
-    limits are the first listener's (all listeners share the same settings)."""
+    limits are the broker-wide ones (shared by all listeners)."""
 
     def stats() -> ConnectionStats:
         parts = [server.stats() for server in servers]

@@ -18,13 +18,13 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from broker.topics import is_internal_topic
 from coordinator.config import GroupConfig
-from daemon.listener_settings import LISTENER_KAFKA_NAMES, ListenersSettings
+from daemon.listener_settings import LISTENER_KAFKA_NAMES, ListenersSettings, parse_override_name
 from security.users import parse_scram_spec
 
 # Kafka setting name -> (section, field). Values are converted by the field's type (minutes stay minutes).
@@ -152,6 +152,37 @@ class HttpSettings(_Section):
     # Longest HTTP request line. A Kafka group id may be 32,767 bytes, percent-encoded up to 3 characters a byte,
     # and /v1/groups/{group}/members/{instance} carries two such ids: 256 KiB holds them; longer lines get 400.
     max_request_line_bytes: int = Field(default=262_144, ge=8190)
+    # HTTPS (docs/security.md): the PEM key and certificate chain, with the Kafka listeners' names and meanings. Set,
+    # the API is served over TLS only; SIGHUP re-reads the files.
+    ssl_keystore_location: str | None = None
+    ssl_keystore_certificate_chain: str | None = None
+    ssl_keystore_key: str | None = None
+    ssl_key_password: SecretStr | None = None
+    # Authorization: Basic with the SCRAM users of the Kafka listeners (servers.http.basic_auth); needs TLS. Each
+    # user's role comes from user_roles ("User:alice" = "operator"); a user not listed has none.
+    basic_auth: bool = False
+    user_roles: dict[str, Literal["viewer", "operator", "admin"]] = Field(default_factory=dict)
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.ssl_keystore_location or (self.ssl_keystore_certificate_chain and self.ssl_keystore_key))
+
+    @field_validator("user_roles")
+    @classmethod
+    def _user_principals(cls, value: dict[str, str]) -> dict[str, str]:
+        for principal in value:
+            if not principal.startswith("User:") or len(principal) == 5:
+                raise ValueError(f"user_roles: {principal!r} is not a principal such as User:alice")
+        return value
+
+    @model_validator(mode="after")
+    def _basic_needs_tls(self) -> HttpSettings:
+        if self.basic_auth and not self.tls:
+            raise ValueError(
+                "http.basic_auth sends the SCRAM users' passwords: it needs TLS (http.ssl_keystore_location, or "
+                "ssl_keystore_certificate_chain and ssl_keystore_key)"
+            )
+        return self
 
 
 class StorageSettings(_Section):
@@ -329,13 +360,23 @@ class LogSettings(_Section):
 _config_file: ContextVar[Path | None] = ContextVar("kgc_config_file", default=None)
 
 
+def _is_kafka_name(name: str) -> bool:
+    """A name of ``KAFKA_NAMES``, or a per-listener override ``listener.name.<listener>.<setting>``."""
+    if name in KAFKA_NAMES:
+        return True
+    try:
+        return parse_override_name(name) is not None
+    except ValueError:
+        return False
+
+
 def _extract_kafka_names(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Remove every Kafka-named key from ``data`` (quoted ``"a.b.c"`` keys or bare dotted ``a.b.c`` trees)."""
     found: dict[str, Any] = {}
     for key in list(data):
         name = f"{prefix}{key}"
         value = data[key]
-        if name in KAFKA_NAMES and not isinstance(value, dict):  # a table is a section ([listeners]), not a value
+        if _is_kafka_name(name) and not isinstance(value, dict):  # a table is a section ([listeners]), not a value
             found[name] = data.pop(key)
         elif isinstance(value, dict):
             found.update(_extract_kafka_names(value, f"{name}."))
@@ -369,6 +410,14 @@ def kafka_overrides(names: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Kafka-named values as nested section dicts. Unknown names raise ``SettingsError``."""
     out: dict[str, dict[str, Any]] = {}
     for name, value in names.items():
+        try:
+            override = parse_override_name(name)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
+        if override is not None:  # listener.name.<listener>.<setting>
+            listener, setting = override
+            out.setdefault("listeners", {}).setdefault("overrides", {}).setdefault(listener, {})[setting] = value
+            continue
         target = KAFKA_NAMES.get(name)
         if target is None:
             known = ", ".join(sorted(KAFKA_NAMES))

@@ -13,9 +13,12 @@ and the SHA-256 of its bearer token: the daemon never keeps a token, only its di
 ``secrets.token_urlsafe``), so a plain SHA-256 is enough: it is a lookup key that cannot be turned back into a token,
 not a password hash that must resist guessing. The older single ``[http] token`` stays and acts as an ``admin``
 principal named ``token``. A request without credentials gets ``anonymous_role``: ``admin`` when no credential is
-configured at all (the API is open, as before), else the ``[http] anonymous_role`` setting (``viewer`` by default: the
-dashboard reads without a token; ``none`` answers every request but ``/healthz``, ``/readyz`` and the dashboard's
-static files with 401).
+configured at all (no token, no principal, no ``[http] basic_auth``: the API is open, as before), else the
+``[http] anonymous_role`` setting (``viewer`` by default: the dashboard reads without a token; ``none`` answers every
+request but ``/healthz``, ``/readyz`` and the dashboard's static files with 401).
+
+**HTTP Basic** (``servers.http.basic_auth``, ``[http] basic_auth``, over TLS only): the SCRAM users of the Kafka
+listeners, as ``User:<name>``, with the role ``[http] user_roles`` gives them (none if not listed).
 
 **Browsers (CSRF).** A page on another origin can make a browser send requests to the API with the browser's
 network position (the operator's laptop reaches 127.0.0.1:8080). Three guards, each sufficient for the common cases:
@@ -102,6 +105,7 @@ class Access:
         legacy_token: str | None = None,
         anonymous_role: Role = Role.VIEWER,
         allowed_origins: Iterable[str] = (),
+        basic: bool = False,
     ) -> None:
         self._by_digest: dict[str, HttpPrincipal] = {}
         for e in entries:
@@ -112,7 +116,8 @@ class Access:
                 raise ValueError(f"principal {e.name!r}: the same token as {self._by_digest[digest].name!r}")
             self._by_digest[digest] = HttpPrincipal(f"User:{e.name}", e.role)
         self._legacy = legacy_token.encode() if legacy_token else None
-        self.secured = bool(self._by_digest) or self._legacy is not None
+        # HTTP Basic with the SCRAM users (servers.http.basic_auth) is a credential too: the API is not open.
+        self.secured = bool(self._by_digest) or self._legacy is not None or basic
         # With no credential configured the API is open, as it always was.
         self.anonymous = HttpPrincipal(ANONYMOUS, anonymous_role if self.secured else Role.ADMIN)
         self.allowed_origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)

@@ -15,6 +15,7 @@ Errors: every 4xx/5xx is a JSON ``ErrorBody``; bad queries and bodies are 400, u
 from __future__ import annotations
 
 import logging
+import ssl
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +36,9 @@ from runtime.metrics import Metrics
 from security.users import UserStore
 
 from . import keys
-from .access import ANONYMOUS, SECURITY_HEADERS, Access, Role
+from .access import ANONYMOUS, SECURITY_HEADERS, Access, HttpPrincipal, Role
 from .acls import ACL_ENDPOINTS, ACLS, AclAccess
+from .basic_auth import CHALLENGE, BasicAuth
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource, MemoryHistory
 from .openapi import build_openapi, openapi_handler
@@ -93,7 +95,11 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     needed = request.app[keys.ROLES].get(name or "", Role.VIEWER if request.method in _SAFE_METHODS else Role.ADMIN)
     if name in _PUBLIC_ROUTES:
         needed = Role.NONE
-    principal = access.authenticate(request.headers.get("Authorization"))
+    authorization = request.headers.get("Authorization")
+    if authorization and authorization[:6].lower() == "basic ":
+        principal: HttpPrincipal | None = await _basic_principal(request, authorization[6:])
+    else:
+        principal = access.authenticate(authorization)
     if principal is None:
         exc = json_error(401, "the token is not valid")
         exc.headers["WWW-Authenticate"] = 'Bearer realm="kgc"'
@@ -108,6 +114,23 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if request.method not in _SAFE_METHODS and not access.origin_allowed(request.headers, request.scheme, request.host):
         raise json_error(403, "cross-origin state changes are refused (Origin not allowed)")
     return await handler(request)
+
+
+async def _basic_principal(request: web.Request, credentials: str) -> HttpPrincipal:
+    """``Authorization: Basic``: a SCRAM user and its configured role (``servers.http.basic_auth``), over TLS only."""
+    basic = request.app.get(keys.BASIC)
+    if basic is None:
+        exc = json_error(401, "HTTP Basic is not enabled on this API ([http] basic_auth); use a bearer token")
+        exc.headers["WWW-Authenticate"] = 'Bearer realm="kgc"'
+        raise exc
+    if not request.secure:
+        raise json_error(403, "HTTP Basic is accepted over TLS only")
+    principal = await basic.authenticate(credentials)
+    if principal is None:
+        exc = json_error(401, "invalid user name or password")
+        exc.headers["WWW-Authenticate"] = CHALLENGE
+        raise exc
+    return principal
 
 
 @web.middleware
@@ -155,6 +178,7 @@ def create_http_app(
     audit: AuditTrail | None = None,
     users: UserStore | None = None,
     acls: AclAccess | None = None,
+    basic: BasicAuth | None = None,
 ) -> web.Application:
     """The operator API, the ``/metrics`` endpoint and the dashboard, on one ``web.Application``.
 
@@ -192,6 +216,8 @@ def create_http_app(
     app[keys.USERS] = users if users is not None else UserStore(MemoryDataLog(), app[keys.CLOCK].now_ms)
     app[keys.TOKEN] = token or ""
     app[keys.ACCESS] = access if access is not None else Access(legacy_token=token or None)
+    if basic is not None:  # Authorization: Basic with the SCRAM users (servers.http.basic_auth); none: refused
+        app[keys.BASIC] = basic
     if acls is not None:  # the daemon's authorizer and ACL store (servers.http.acls); none: /v1/acls is empty
         app[ACLS] = acls
     app[keys.DEFERRED_TIMEOUT_S] = deferred_timeout_s
@@ -237,11 +263,12 @@ class HttpServer:
     site: web.TCPSite
     host: str
     port: int  # the bound port (useful with port 0)
+    tls: bool = False
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     async def stop(self) -> None:
         await self.runner.cleanup()
@@ -277,16 +304,18 @@ async def start_http(
     listen: str = "127.0.0.1:8080",
     *,
     max_line_size: int = DEFAULT_MAX_LINE_SIZE,
+    ssl_context: ssl.SSLContext | None = None,
     **runner_kwargs: Any,
 ) -> HttpServer:
     """Serve ``app`` on ``listen`` in the running loop (``AppRunner`` + ``TCPSite``); ``await server.stop()``.
+    With ``ssl_context``, over TLS (HTTPS) only.
 
     ``max_line_size`` bounds the request line (the path carries group ids); headers keep aiohttp's 8,190 bytes."""
     host, port = parse_listen(listen)
     runner_kwargs.setdefault("logger", _RequestErrorLogger(logging.getLogger("aiohttp.server"), {}))
     runner = web.AppRunner(app, access_log=None, max_line_size=max_line_size, **runner_kwargs)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
     try:
         await site.start()
     except BaseException:
@@ -297,8 +326,8 @@ async def start_http(
     sockets = getattr(server, "sockets", None) or []
     if sockets:
         bound = sockets[0].getsockname()[1]
-    log.info("operator HTTP API listening on %s:%d", host, bound)
-    return HttpServer(runner=runner, site=site, host=host, port=bound)
+    log.info("operator HTTP API listening on %s:%d%s", host, bound, " (TLS)" if ssl_context is not None else "")
+    return HttpServer(runner=runner, site=site, host=host, port=bound, tls=ssl_context is not None)
 
 
 async def stop_http(server: HttpServer) -> None:

@@ -16,6 +16,7 @@ from runtime.metrics import Metrics
 from security.users import UserStore
 
 from .access import Access, HttpPrincipal, Role
+from .basic_auth import BasicAuth
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource
 
@@ -37,3 +38,4 @@ ROLES: web.AppKey[dict[str, Role]] = web.AppKey("roles")  # operation id -> the 
 PRINCIPAL = web.RequestKey("principal", HttpPrincipal)  # set on each request by app.auth_middleware
 AUDIT = web.AppKey("audit", AuditTrail)  # admin actions with their actor (runtime.audit_trail)
 USERS = web.AppKey("users", UserStore)  # SCRAM users (security.users)
+BASIC = web.AppKey("basic", BasicAuth)  # HTTP Basic with the SCRAM users (servers.http.basic_auth); absent: refused

@@ -29,6 +29,7 @@ from security.users import UserStore
 from .access import Access
 from .acls import AclAccess
 from .app import create_http_app
+from .basic_auth import BasicAuth
 from .deps import CoreFacade, ReadinessProbe, TopicRegistry
 from .history import HistorySource
 
@@ -58,9 +59,10 @@ class Operator:
         admin: TopicAdmin | None = None,
         users: UserStore | None = None,
         acls: AclAccess | None = None,
+        basic: BasicAuth | None = None,
     ) -> web.Application:
         return create_http_app(
             core, clock=clock, topics=topics, history=self.history, metrics=self.metrics, readiness=readiness,
             token=token, access=access, activity=self.activity, broker=broker, admin=admin, lag=self.lag,
-            audit=self.audit, users=users, acls=acls,
+            audit=self.audit, users=users, acls=acls, basic=basic,
         )  # fmt: skip

@@ -16,8 +16,11 @@ Limits (Kafka's names; ``docs/robustness.md``): ``socket.request.max.bytes`` (on
 connection holding more than ``SMALL_PARTIAL`` bytes of an unfinished frame is not read until memory is freed, but
 one such connection at a time may finish its frame, so frames of any allowed size always get through),
 ``connections.max.idle.ms`` (no request received and no answer written for that long: closed; a cheap sweep over a
-heap ordered by due time), ``max.connections`` / ``max.connections.per.ip`` / ``max.connections.per.ip.overrides``
-(a connection over a limit is closed as soon as it is accepted) and ``max_inflight`` (queued answers per connection).
+heap ordered by due time), ``max.connections`` / ``listener.name.<name>.max.connections`` (the listener stops
+accepting until a slot frees) and ``max.connections.per.ip`` / ``max.connections.per.ip.overrides`` (a connection
+over it is closed as soon as it is accepted), counted over all listeners by ``servers.kafka.quotas``, and
+``max_inflight`` (queued answers per connection). The listener accepts on its own sockets (``_accept``), not through
+``loop.create_server``, so that it can stop accepting: asyncio's servers cannot pause.
 
 Security (``docs/listeners.md``): a ``KafkaServer`` is one listener. With a ``TlsContext`` (SSL, SASL_SSL) asyncio
 does the TLS handshake before ``connection_made``, where an SSL connection takes its client certificate's principal;
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import heapq
 import itertools
 import logging
@@ -63,6 +67,7 @@ from servers.kafka import HANDLERS, Node, RequestContext, Services
 from servers.kafka._util import DeferredAnswer
 from servers.kafka.audit import refused, refused_request
 from servers.kafka.errors import error_body
+from servers.kafka.quotas import UNLIMITED, ConnectionQuotas, ListenerCount
 from servers.kafka.sasl import MAX_RECEIVE_BEFORE_AUTH, SaslConfig, SaslState
 from servers.kafka.tls import TlsContext
 
@@ -72,7 +77,7 @@ DEFAULT_MAX_FRAME_SIZE = 104_857_600  # Kafka's socket.request.max.bytes
 DEFAULT_MAX_INFLIGHT = 100  # Kafka itself reads one request at a time per connection; clients pipeline up to 5
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 104_857_600  # queued.max.request.bytes (Kafka: unlimited)
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000  # connections.max.idle.ms (Kafka's default)
-UNLIMITED_CONNECTIONS = 2_147_483_647  # Kafka's default for max.connections and max.connections.per.ip
+UNLIMITED_CONNECTIONS = UNLIMITED  # Kafka's default for max.connections and max.connections.per.ip
 FRAMES_PER_TURN = 64  # frames one connection dispatches before the others get their turn
 SMALL_PARTIAL = 65_536  # bytes of an unfinished frame a connection may hold while queued.max.request.bytes is used up
 LISTEN_BACKLOG = 1024
@@ -181,7 +186,7 @@ class Connection(asyncio.Protocol):
         self._ready_soon = False  # queued in KafkaServer._ready: flush (and dispatch the backlog) soon
         self.held = 0  # bytes of this connection counted in server.memory (decoder buffer + backlog)
         self.memory_muted = False  # not read until queued.max.request.bytes has room (RequestMemory)
-        self.ip: str | None = None  # set once admitted (counted in server.connections_per_ip)
+        self.ip: str | None = None  # counted in server.quotas from accept() to connection_lost (KafkaServer._accept)
         self.close_cause: str | None = None  # why the daemon closed it (kgc_connections_closed_total)
         # Last complete request received or answer written (connections.max.idle.ms), on the server's coarse clock.
         self.last_active = server.active_clock
@@ -196,19 +201,10 @@ class Connection(asyncio.Protocol):
         # Kafka reports member hosts as InetAddress.toString() of the peer: "/1.2.3.4".
         self.client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else "/unknown"
         if self.server.services.closing:
+            self.close_cause = "shutdown"
             transport.close()
             self.closing = True
             return
-        ip = peer[0] if isinstance(peer, tuple) and peer else str(peer)
-        refused = self.server._admit(ip)
-        if refused is not None:
-            # Kafka's acceptor closes a connection over max.connections.per.ip at once (TooManyConnectionsException)
-            # and logs it at INFO; see KafkaServer._admit for max.connections.
-            log.info("rejected connection from %s: %s", self.peer, refused, extra={"throttle": ("refused", ip)})
-            self.closing = True
-            transport.close()
-            return
-        self.ip = ip
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -539,19 +535,41 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
 
-def _resolve_overrides(overrides: dict[str, int]) -> dict[str, int]:
-    """max.connections.per.ip.overrides keyed by address: host names are resolved once, like Kafka's
-    ``InetAddress.getByName``."""
-    resolved: dict[str, int] = {}
-    for host, count in overrides.items():
-        try:
-            addresses = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
-        except OSError:
-            log.warning("max.connections.per.ip.overrides: cannot resolve %r; ignored", host)
-            continue
-        for address in addresses:
-            resolved[str(address)] = count
-    return resolved
+def conn_peer(conn: socket.socket) -> str:
+    try:
+        peer = conn.getpeername()
+    except OSError:
+        return "?"
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+
+
+def _listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """Bound, listening, non-blocking sockets for ``host:port``, as ``loop.create_server`` makes them: every
+    address of the host (a wildcard host: IPv4 and IPv6), SO_REUSEADDR, IPv6 sockets IPv6-only, a backlog of
+    ``LISTEN_BACKLOG`` (asyncio's default is 100: a burst of connects, or clients waiting for a slot at
+    max.connections, wait in the kernel's queue instead of having their SYNs dropped). Raises ``OSError``."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                raise OSError(
+                    exc.errno, f"error while attempting to bind on address {address!r}: {exc.strerror}"
+                ) from None
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 def raise_fd_limit() -> int | None:
@@ -584,6 +602,8 @@ class KafkaServer:
         name: str = "PLAINTEXT",
         tls: TlsContext | None = None,
         sasl: SaslConfig | None = None,
+        quotas: ConnectionQuotas | None = None,
+        listener_max_connections: int = UNLIMITED,
     ) -> None:
         self.services = services
         # The listener (``listeners``): its name, TLS context (SSL, SASL_SSL) and SASL settings (SASL_*).
@@ -597,14 +617,20 @@ class KafkaServer:
         self.max_inflight = max_inflight
         self.memory = RequestMemory(queued_max_request_bytes)
         self.idle_ms = connections_max_idle_ms
-        self.max_connections = max_connections  # as configured; start() may lower it to fit the fd limit
-        self.max_connections_per_ip = max_connections_per_ip
-        self.max_connections_per_ip_overrides = _resolve_overrides(max_connections_per_ip_overrides or {})
-        self.connections_per_ip: dict[str, int] = {}
+        # Connection counts shared by every listener of the daemon (max.connections, max.connections.per.ip), and
+        # this listener's own (listener.name.<name>.max.connections); a server of its own: quotas of its own.
+        self.quotas = quotas or ConnectionQuotas(
+            max_connections, max_connections_per_ip, max_connections_per_ip_overrides
+        )
+        self.count = ListenerCount(name, listener_max_connections)
         self.refused: dict[str, int] = {}  # cause -> connections closed as soon as accepted
+        self.accept_waits = 0  # times this listener stopped accepting at max.connections (Kafka: acceptor blocked)
+        self._sockets: list[socket.socket] = []
+        self._accepting = False  # the listening sockets are watched for new connections
+        self._handshakes: set[asyncio.Task[Any]] = set()  # connections being set up (TLS handshakes)
+        self._bound_port = port
         self.closed_by_cause: dict[str, int] = {}  # cause -> connections closed (by the daemon, or "client")
         self.muted_total = 0  # times a connection was muted for queued.max.request.bytes
-        self._server: asyncio.Server | None = None
         self.open_connections: set[Connection] = set()
         self._ready: list[Connection] = []  # connections whose deferred answers became ready (see _flush_ready)
         self.heartbeat_sample = 0  # heartbeats answered since the last timed one (see handle)
@@ -630,29 +656,24 @@ class KafkaServer:
 
     @property
     def bound_port(self) -> int:
-        if self._server is None or not self._server.sockets:
-            return self.port
-        return int(self._server.sockets[0].getsockname()[1])
+        return self._bound_port
+
+    @property
+    def connections_per_ip(self) -> dict[str, int]:
+        """Open connections per client address, over all listeners (``servers.kafka.quotas``)."""
+        return self.quotas.per_ip
 
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         fds = raise_fd_limit()
-        if fds is not None and self.max_connections > fds - FD_RESERVE:
-            # Past the fd limit accept() fails with EMFILE (and the loop logs errors); refuse cleanly before it.
-            self.max_connections = max(1, fds - FD_RESERVE)
-            log.info("max.connections capped at %d (file descriptor limit %d)", self.max_connections, fds)
-        # A listen backlog of LISTEN_BACKLOG (asyncio's default is 100): a burst of connects (clients restarting
-        # together) waits in the kernel's queue instead of having its SYNs dropped and retried a second later.
-        self._server = await loop.create_server(
-            self._new_protocol,
-            self.host or None,
-            self.port,
-            reuse_address=True,
-            backlog=LISTEN_BACKLOG,
-            ssl=self.tls.context if self.tls is not None else None,
-            # A TLS handshake is not a connection yet (not counted, no idle timer): it gets at most the idle time.
-            ssl_handshake_timeout=min(60.0, max(1.0, self.idle_ms / 1000)) if self.tls is not None else None,
-        )
+        quotas = self.quotas
+        if fds is not None and quotas.max_connections > fds - FD_RESERVE:
+            # Past the fd limit accept() fails with EMFILE; stop accepting cleanly before it.
+            quotas.max_connections = max(1, fds - FD_RESERVE)
+            log.info("max.connections capped at %d (file descriptor limit %d)", quotas.max_connections, fds)
+        self._sockets = _listening_sockets(self.host, self.port)
+        self._bound_port = int(self._sockets[0].getsockname()[1])
+        self._start_accepting()
         self._idle_handle = loop.call_later(self._idle_tick(), self._sweep_idle)
         log.info("kafka listener %s started host=%s port=%d", self.name, self.host, self.bound_port)
 
@@ -662,8 +683,13 @@ class KafkaServer:
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
-        if self._server is not None:
-            self._server.close()
+        self._stop_accepting()
+        self.quotas.cancel_wait(self.count)
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+        for task in list(self._handshakes):
+            task.cancel()
         connections = list(self.open_connections)
         for connection in connections:
             connection.abort()
@@ -672,46 +698,118 @@ class KafkaServer:
             for connection in connections:
                 if not connection.closed.done() and connection.transport is not None:
                     connection.transport.abort()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        if self._handshakes:
+            await asyncio.wait(list(self._handshakes), timeout=5)
         log.info("kafka listener stopped")
 
     @property
     def connections(self) -> int:
         return len(self.open_connections)
 
-    def _new_protocol(self) -> Connection:
-        return Connection(self)
+    # ------------------------------------------------------------------------------------------------ accepting
 
-    # ------------------------------------------------------------------------------------------------ limits
+    def _start_accepting(self) -> None:
+        """Watch the listening sockets (again): at start, and when a slot frees (``ConnectionQuotas.release``)."""
+        if self._accepting or not self._sockets or self.services.closing or self._loop is None:
+            return
+        self._accepting = True
+        for sock in self._sockets:
+            self._loop.add_reader(sock.fileno(), self._accept, sock)
 
-    def _admit(self, ip: str) -> str | None:
-        """Count a new connection from ``ip``, or say why it is refused (max.connections, max.connections.per.ip).
+    def _stop_accepting(self) -> None:
+        if not self._accepting or self._loop is None:
+            return
+        self._accepting = False
+        for sock in self._sockets:
+            self._loop.remove_reader(sock.fileno())
 
-        Kafka closes a connection over max.connections.per.ip as soon as it is accepted; over max.connections its
-        acceptor stops accepting until a slot frees, so the client waits in the listen backlog. asyncio cannot pause
-        accepting, and waiting clients would hold file descriptors anyway, so here both are closed at once; clients
-        reconnect with their backoff (reconnect.backoff.ms)."""
-        if len(self.open_connections) >= self.max_connections:
-            cause = "max.connections"
-            limit = self.max_connections
-        else:
-            count = self.connections_per_ip.get(ip, 0)
-            limit = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
-            if count < limit:
-                self.connections_per_ip[ip] = count + 1
-                return None
-            cause = "max.connections.per.ip"
-        self.refused[cause] = self.refused.get(cause, 0) + 1
-        return f"{cause} ({limit}) reached"
+    def _accept(self, sock: socket.socket) -> None:
+        """Accept what the kernel has queued, while there is a slot (Kafka's acceptor: ``waitForConnectionSlot``,
+        then ``accept``). Without one, stop watching the sockets: clients wait in the listen backlog until a
+        connection closes (``quotas.release`` calls ``_start_accepting``)."""
+        quotas = self.quotas
+        for _ in range(LISTEN_BACKLOG):
+            if not quotas.slot_available(self.count):
+                self._stop_accepting()
+                self.accept_waits += 1
+                quotas.wait_for_slot(self.count, self._start_accepting)
+                limit = self.count.max_connections if self.count.count >= self.count.max_connections else None
+                log.info(
+                    "listener %s stops accepting: %s reached (%d open connections)",
+                    self.name,
+                    f"listener.name.{self.name.lower()}.max.connections ({limit})"
+                    if limit is not None
+                    else f"max.connections ({quotas.max_connections})",
+                    quotas.total,
+                    extra={"throttle": ("accept-wait", self.name)},
+                )
+                return
+            try:
+                conn, address = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                # ECONNABORTED and the like concern one client; EMFILE/ENFILE/ENOBUFS: pause for a second (asyncio's
+                # own servers do the same), or the loop would spin on a readable socket it cannot accept from.
+                log.warning("listener %s: accept failed: %s", self.name, exc, extra={"throttle": ("accept",)})
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    assert self._loop is not None
+                    self._stop_accepting()
+                    self._loop.call_later(1.0, self._start_accepting)
+                    return
+                continue
+            self._accepted(conn, address)
+
+    def _accepted(self, conn: socket.socket, address: Any) -> None:
+        ip = str(address[0]) if isinstance(address, tuple) and address else str(address)
+        limit = self.quotas.acquire(self.count, ip)
+        if limit is not None:
+            # Kafka's acceptor closes a connection over max.connections.per.ip at once (TooManyConnectionsException)
+            # and logs it at INFO.
+            self.refused["max.connections.per.ip"] = self.refused.get("max.connections.per.ip", 0) + 1
+            log.info("rejected connection from %s: max.connections.per.ip (%d) reached", ip, limit,
+                     extra={"throttle": ("refused", ip)})  # fmt: skip
+            conn.close()
+            return
+        connection = Connection(self)
+        connection.ip = ip
+        assert self._loop is not None
+        task = self._loop.create_task(self._connect(connection, conn))
+        self._handshakes.add(task)
+        task.add_done_callback(self._handshakes.discard)
+
+    async def _connect(self, connection: Connection, conn: socket.socket) -> None:
+        """The transport of an accepted socket: after the TLS handshake on SSL listeners (bounded by the idle time,
+        at most 60 s). A connection that never gets its transport (failed handshake) gives its slot back here;
+        otherwise ``Connection.connection_lost`` does."""
+        assert self._loop is not None
+        tls = self.tls
+        try:
+            conn.setblocking(False)
+            if tls is None:
+                await self._loop.connect_accepted_socket(lambda: connection, conn)
+            else:
+                await self._loop.connect_accepted_socket(
+                    lambda: connection,
+                    conn,
+                    ssl=tls.context,
+                    ssl_handshake_timeout=min(60.0, max(1.0, self.idle_ms / 1000)),
+                )
+        except BaseException as exc:
+            if connection.transport is None and connection.ip is not None:
+                self._release(connection.ip)
+                connection.ip = None
+                with contextlib.suppress(OSError):
+                    conn.close()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            log.info("connection setup with %s failed on listener %s: %s", conn_peer(conn), self.name, exc or
+                     type(exc).__name__, extra={"throttle": ("handshake", self.name)})  # fmt: skip
 
     def _release(self, ip: str) -> None:
-        count = self.connections_per_ip.get(ip, 0) - 1
-        if count > 0:
-            self.connections_per_ip[ip] = count
-        else:
-            self.connections_per_ip.pop(ip, None)
+        self.quotas.release(self.count, ip)
 
     def _count_closed(self, cause: str) -> None:
         self.closed_by_cause[cause] = self.closed_by_cause.get(cause, 0) + 1
@@ -766,14 +864,14 @@ class KafkaServer:
             refused=dict(self.refused),
             closed=dict(self.closed_by_cause),
             limits={
-                "max.connections": self.max_connections,
-                "max.connections.per.ip": self.max_connections_per_ip,
+                "max.connections": self.quotas.max_connections,
+                "max.connections.per.ip": self.quotas.max_connections_per_ip,
                 "queued.max.request.bytes": memory.limit,
                 "socket.request.max.bytes": self.max_frame_size,
                 "connections.max.idle.ms": self.idle_ms,
                 "max_inflight": self.max_inflight,
             },
-            per_ip_overrides=dict(self.max_connections_per_ip_overrides),
+            per_ip_overrides=dict(self.quotas.per_ip_overrides),
         )
 
     def _schedule_flush(self, connection: Connection) -> None:

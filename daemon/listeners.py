@@ -127,6 +127,7 @@ def merged_stats(servers: list[KafkaServer]) -> Callable[[], ConnectionStats]:
             total.queued_bytes += part.queued_bytes
             total.muted += part.muted
             total.muted_total += part.muted_total
+            total.accept_waits += part.accept_waits
             for cause, count in part.refused.items():
                 total.refused[cause] = total.refused.get(cause, 0) + count
             for cause, count in part.closed.items():

@@ -201,6 +201,7 @@ class ConnectionStats:
     muted: int = 0  # connections not read until queued.max.request.bytes has room
     muted_total: int = 0
     refused: dict[str, int] = field(default_factory=dict)  # limit -> connections closed as soon as accepted
+    accept_waits: int = 0  # times a listener stopped accepting at max.connections or its own limit
     closed: dict[str, int] = field(default_factory=dict)  # cause -> connections closed
     limits: dict[str, int] = field(default_factory=dict)  # Kafka setting name -> configured value
     per_ip_overrides: dict[str, int] = field(default_factory=dict)
@@ -246,9 +247,15 @@ class _ConnectionCollector(Collector):
         refused = CounterMetricFamily(
             "kgc_connections_refused", "Connections closed as soon as accepted, by the limit reached.", labels=["limit"]
         )
-        for limit in ("max.connections", "max.connections.per.ip"):
+        for limit in ("max.connections", "max.connections.per.ip"):  # max.connections: 0 since it waits instead
             refused.add_metric([limit], stats.refused.get(limit, 0))
         yield refused
+        yield CounterMetricFamily(
+            "kgc_connection_accept_waits",
+            "Times a listener stopped accepting at max.connections or listener.name.<name>.max.connections "
+            "(new clients wait in the listen backlog until a connection closes).",
+            value=stats.accept_waits,
+        )
         closed = CounterMetricFamily(
             "kgc_connections_closed",
             "Connections closed, by cause: idle, eof (client half-close), malformed, protocol (undecodable or "

@@ -535,14 +535,6 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
 
-def conn_peer(conn: socket.socket) -> str:
-    try:
-        peer = conn.getpeername()
-    except OSError:
-        return "?"
-    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
-
-
 def _listening_sockets(host: str, port: int) -> list[socket.socket]:
     """Bound, listening, non-blocking sockets for ``host:port``, as ``loop.create_server`` makes them: every
     address of the host (a wildcard host: IPv4 and IPv6), SO_REUSEADDR, IPv6 sockets IPv6-only, a backlog of
@@ -776,16 +768,28 @@ class KafkaServer:
         assert self._loop is not None
         task = self._loop.create_task(self._connect(connection, conn))
         self._handshakes.add(task)
-        task.add_done_callback(self._handshakes.discard)
+        task.add_done_callback(lambda t: self._setup_done(t, connection, conn))
+
+    def _setup_done(self, task: asyncio.Task[None], connection: Connection, conn: socket.socket) -> None:
+        self._handshakes.discard(task)
+        if connection.ip is not None and connection.transport is None:  # cancelled (stop) before it even started
+            self._release(connection.ip)
+            connection.ip = None
+            with contextlib.suppress(OSError):
+                conn.close()
 
     async def _connect(self, connection: Connection, conn: socket.socket) -> None:
         """The transport of an accepted socket: after the TLS handshake on SSL listeners (bounded by the idle time,
         at most 60 s). A connection that never gets its transport (failed handshake) gives its slot back here;
-        otherwise ``Connection.connection_lost`` does."""
+        otherwise ``Connection.connection_lost`` does. Once handed to ``connect_accepted_socket`` the socket is the
+        transport's (it closes it, on failure too)."""
         assert self._loop is not None
         tls = self.tls
+        ip = connection.ip
+        handed = False
         try:
             conn.setblocking(False)
+            handed = True
             if tls is None:
                 await self._loop.connect_accepted_socket(lambda: connection, conn)
             else:
@@ -799,14 +803,13 @@ class KafkaServer:
             if connection.transport is None and connection.ip is not None:
                 self._release(connection.ip)
                 connection.ip = None
+            if not handed:
                 with contextlib.suppress(OSError):
                     conn.close()
-            if isinstance(exc, asyncio.CancelledError):
+            if not isinstance(exc, Exception):  # CancelledError (stop), KeyboardInterrupt
                 raise
-            if not isinstance(exc, Exception):
-                raise
-            log.info("connection setup with %s failed on listener %s: %s", conn_peer(conn), self.name, exc or
-                     type(exc).__name__, extra={"throttle": ("handshake", self.name)})  # fmt: skip
+            log.info("connection setup with %s failed on listener %s: %r", ip, self.name, exc,
+                     extra={"throttle": ("handshake", self.name)})  # fmt: skip
 
     def _release(self, ip: str) -> None:
         self.quotas.release(self.count, ip)
@@ -862,6 +865,7 @@ class KafkaServer:
             muted=sum(1 for c in memory.muted if c.memory_muted and not c.closing),
             muted_total=self.muted_total,
             refused=dict(self.refused),
+            accept_waits=self.accept_waits,
             closed=dict(self.closed_by_cause),
             limits={
                 "max.connections": self.quotas.max_connections,

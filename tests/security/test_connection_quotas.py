@@ -114,6 +114,8 @@ def test_max_connections_counts_every_listener_and_a_waiting_client_is_served_on
         client.close()
     text = broker_wide.call(lambda: broker_wide.app.metrics.render().decode())
     assert 'kgc_connection_limit{name="max.connections"} 2.0' in text
+    waits = next(line for line in text.splitlines() if line.startswith("kgc_connection_accept_waits_total "))
+    assert float(waits.split()[1]) >= 2  # each listener stopped at least once
 
 
 def has_answer(client: WireClient) -> bool:

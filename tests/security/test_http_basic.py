@@ -158,3 +158,47 @@ def test_sighup_reloads_the_http_certificate(api: RunningApp, pki: Pki) -> None:
     with pytest.raises(urllib.error.URLError):
         call(api, "GET", "/v1/groups", "bob", "bob-secret", pki=pki)
     assert call(api, "GET", "/v1/groups", "bob", "bob-secret", ca=rotated)[0] == 200
+
+
+def test_a_basic_header_on_a_plain_connection_is_refused_unchecked() -> None:
+    """The settings refuse basic_auth without TLS; an API built with Basic but served plain refuses it anyway."""
+    import asyncio
+
+    from broker.topics import TopicRegistry
+    from coordinator.clock import SystemClock
+    from coordinator.group_coordinator import GroupCoordinator
+    from coordinator.record_log import MemoryLog
+    from runtime.loop import AsyncioTimer
+    from security.sasl import StaticCredentials
+    from servers.http.access import Access, Role
+    from servers.http.app import create_http_app, start_http
+    from servers.http.basic_auth import BasicAuth
+
+    async def scenario() -> tuple[int, int]:
+        credentials = StaticCredentials()
+        credentials.add("alice", "alice-secret")
+        basic = BasicAuth(credentials, {"User:alice": Role.ADMIN})
+        settings = load_settings(None)
+        core = GroupCoordinator(settings.group_config(), SystemClock(), AsyncioTimer(), MemoryLog(auto_commit=True))
+        app = create_http_app(core, topics=TopicRegistry(auto_create=False), access=Access(basic=True), basic=basic)
+        server = await start_http(app, "127.0.0.1:0")
+        try:
+            loop = asyncio.get_running_loop()
+            url = f"{server.url}/v1/groups"
+
+            def get() -> int:
+                auth = "Basic " + base64.b64encode(b"alice:alice-secret").decode()
+                try:
+                    with urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": auth})) as r:
+                        return int(r.status)
+                except urllib.error.HTTPError as error:
+                    return error.code
+
+            status = await loop.run_in_executor(None, get)
+            return status, basic.verifications
+        finally:
+            await server.stop()
+
+    status, verifications = asyncio.run(scenario())
+    assert status == 403
+    assert verifications == 0  # the password was not even checked

@@ -78,7 +78,9 @@ class BareServer(KafkaServer):
     def __init__(self, host: str, port: int) -> None:
         super().__init__(_NoServices(), host=host, port=port)  # type: ignore[arg-type]
 
-    def handle(self, request: Request, client_host: str, principal: str = "User:ANONYMOUS") -> Slot:
+    def handle(
+        self, request: Request, client_host: str, principal: str = "User:ANONYMOUS", joined: object = None
+    ) -> Slot:
         result = answer(request)
         return result if isinstance(result, bytes) else encode_response(request.header, result)
 

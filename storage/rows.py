@@ -43,6 +43,7 @@ from . import models as m
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
+RowTuple = tuple[Any, ...]
 # what the record log stores: the coordinator's records, the data path's, the audit's and users'
 AnyRecord = Record | DataRecord | AdminAction | CredentialRecord
 OffsetKey = tuple[str, str, int]
@@ -76,6 +77,8 @@ class BatchRows:
     group_deletes: set[str] = field(default_factory=set)
     offset_upserts: dict[OffsetKey, tuple[int, OffsetCommitRecord]] = field(default_factory=dict)
     offset_deletes: set[OffsetKey] = field(default_factory=set)
+    # offset_commits history rows as tuples in OFFSET_COMMIT_COLUMNS order (the commit path's rows: no dicts)
+    offset_commits: list[RowTuple] = field(default_factory=list)
     # data path: topic upserts by name, new partition rows, and per partition the move of its stored next offset
     topic_upserts: dict[str, Row] = field(default_factory=dict)
     partition_inserts: list[Row] = field(default_factory=list)
@@ -101,15 +104,34 @@ class BatchRows:
 def build_batch(records: Sequence[AnyRecord], first_position: int) -> BatchRows:
     batch = BatchRows(first_position=first_position, last_position=first_position - 1, timestamp_ms=-1)
     position = first_position - 1
+    newest = -1
+    commits = batch.offset_commits
+    upserts = batch.offset_upserts
+    deletes = batch.offset_deletes
     for record in records:
+        if type(record) is OffsetCommitRecord:  # the commit path, inline: most records of a busy coordinator
+            position += 1
+            r = record
+            commits.append(
+                (position, r.group_id, r.topic, r.partition, r.offset, r.leader_epoch, r.metadata,
+                 r.commit_timestamp_ms, r.expire_timestamp_ms, r.member_id, r.generation_id)
+            )  # fmt: skip
+            key = (r.group_id, r.topic, r.partition)
+            if deletes:
+                deletes.discard(key)
+            upserts[key] = (position, r)
+            if r.commit_timestamp_ms > newest:
+                newest = r.commit_timestamp_ms
+            continue
         handler = _HANDLERS.get(type(record))
         if handler is None:  # a record type this version does not store: keep the rest of the batch writable
             log.warning("storage: skipping unknown record type %s", type(record).__name__)
             continue
         position += 1
         handler(batch, position, record)
-        batch.timestamp_ms = max(batch.timestamp_ms, _record_time(record))
+        newest = max(newest, _record_time(record))
     batch.last_position = position
+    batch.timestamp_ms = newest
     return batch
 
 
@@ -307,28 +329,6 @@ def _group_tombstone(batch: BatchRows, position: int, r: GroupTombstone) -> None
     batch.group_deletes.add(r.group_id)
 
 
-def _offset_commit(batch: BatchRows, position: int, r: OffsetCommitRecord) -> None:
-    batch.add(
-        m.OffsetCommit,
-        {
-            "position": position,
-            "group_id": r.group_id,
-            "topic": r.topic,
-            "partition_index": r.partition,
-            "committed_offset": r.offset,
-            "leader_epoch": r.leader_epoch,
-            "commit_metadata": r.metadata,
-            "commit_timestamp_ms": r.commit_timestamp_ms,
-            "expire_timestamp_ms": r.expire_timestamp_ms,
-            "member_id": r.member_id,
-            "generation_id": r.generation_id,
-        },
-    )
-    key = (r.group_id, r.topic, r.partition)
-    batch.offset_deletes.discard(key)
-    batch.offset_upserts[key] = (position, r)
-
-
 def _offset_tombstone(batch: BatchRows, position: int, r: OffsetTombstone) -> None:
     batch.add(
         m.OffsetRemoval,
@@ -467,7 +467,6 @@ def _admin_action(batch: BatchRows, position: int, r: AdminAction) -> None:
 _HANDLERS: dict[type, Any] = {
     GroupMetadataRecord: _group_metadata,
     GroupTombstone: _group_tombstone,
-    OffsetCommitRecord: _offset_commit,
     OffsetTombstone: _offset_tombstone,
     RebalanceStarted: _rebalance_started,
     JoinPhaseCompleted: _join_phase_completed,
@@ -523,17 +522,21 @@ def current_member_rows(r: GroupMetadataRecord) -> list[Row]:
     return list(rows.values())
 
 
-def current_offset_row(position: int, r: OffsetCommitRecord) -> Row:
-    return {
-        "group_id": r.group_id,
-        "topic": r.topic,
-        "partition_index": r.partition,
-        "position": position,
-        "committed_offset": r.offset,
-        "leader_epoch": r.leader_epoch,
-        "commit_metadata": r.metadata,
-        "commit_timestamp_ms": r.commit_timestamp_ms,
-        "expire_timestamp_ms": r.expire_timestamp_ms,
-        "member_id": r.member_id,
-        "generation_id": r.generation_id,
-    }
+# The column order of the commit path's tuples: the models' declared order (tests/storage/test_rows.py checks it).
+OFFSET_COMMIT_COLUMNS = (
+    "position", "group_id", "topic", "partition_index", "committed_offset", "leader_epoch", "commit_metadata",
+    "commit_timestamp_ms", "expire_timestamp_ms", "member_id", "generation_id",
+)  # fmt: skip
+CURRENT_OFFSET_COLUMNS = (
+    "group_id", "topic", "partition_index", "position", "committed_offset", "leader_epoch", "commit_metadata",
+    "commit_timestamp_ms", "expire_timestamp_ms", "member_id", "generation_id",
+)  # fmt: skip
+
+
+def current_offset_tuples(batch: BatchRows) -> list[RowTuple]:
+    """The batch's ``current_offsets`` upserts (the last commit of each key), in ``CURRENT_OFFSET_COLUMNS`` order."""
+    return [
+        (r.group_id, r.topic, r.partition, position, r.offset, r.leader_epoch, r.metadata, r.commit_timestamp_ms,
+         r.expire_timestamp_ms, r.member_id, r.generation_id)
+        for position, r in batch.offset_upserts.values()
+    ]  # fmt: skip

@@ -5,7 +5,9 @@ for every group commit does not. Measured on the offset-commit benchmark (docs/p
 binding and executing those statements through SQLAlchemy Core cost about 20 us of CPU per record plus about 3 ms
 per transaction, more than the coordinator spends on the whole request. Here the SQL text of each statement is
 generated once from the models (so the models stay the one definition of the schema), rows become tuples with one
-``itemgetter`` call, and each table costs one driver call per transaction:
+``itemgetter`` call (offset commits, most of a busy coordinator's records, are built as tuples by ``build_batch``
+directly: the Python the writer thread runs with the GIL held, per record, is about a quarter of the dict route's,
+benchmarks/notes.md, seventh round), and each table costs one driver call per transaction:
 
 * **SQLite** — a dedicated ``sqlite3`` connection used by one writer thread. The whole transaction (``BEGIN
   IMMEDIATE`` ... ``COMMIT``, multi-row statements per table) runs in one call to that thread, so the event loop
@@ -43,10 +45,11 @@ from .rows import (
     BatchRows,
     OffsetConflict,
     Row,
+    RowTuple,
     build_batch,
     current_group_row,
     current_member_rows,
-    current_offset_row,
+    current_offset_tuples,
 )
 
 log = logging.getLogger(__name__)
@@ -119,12 +122,11 @@ def _batch_row(batch: BatchRows) -> Row:
     }
 
 
-def _snapshot_rows(batch: BatchRows) -> tuple[list[Row], list[Row], list[Row]]:
-    """(current_groups upserts, current_group_members inserts, current_offsets upserts) of a batch."""
+def _snapshot_rows(batch: BatchRows) -> tuple[list[Row], list[Row], list[RowTuple]]:
+    """(current_groups upserts, current_group_members inserts, current_offsets upserts as tuples) of a batch."""
     groups = [current_group_row(position, r) for position, r in batch.group_upserts.values()]
     members = [row for _, r in batch.group_upserts.values() for row in current_member_rows(r)]
-    offsets = [current_offset_row(position, r) for position, r in batch.offset_upserts.values()]
-    return groups, members, offsets
+    return groups, members, current_offset_tuples(batch)
 
 
 # ------------------------------------------------------------------------------------------------ SQLite
@@ -232,6 +234,8 @@ class SqliteWriter:
             self._write_topics(conn, batch)
         for model, rows in batch.log_rows.items():
             self._insert(conn, model, rows)
+        if batch.offset_commits:
+            self._insert_tuples(conn, m.OffsetCommit, batch.offset_commits)
         if batch.partition_moves:
             self._move_partitions(conn, batch)
         if batch.log_starts:
@@ -255,7 +259,7 @@ class SqliteWriter:
         if batch.offset_deletes:
             self._delete(conn, "current_offsets", _OFFSET_KEYS, sorted(batch.offset_deletes))
         if offsets:
-            self._upsert(conn, m.CurrentOffset, _OFFSET_KEYS, offsets)
+            self._upsert_tuples(conn, m.CurrentOffset, _OFFSET_KEYS, offsets)
         return batch
 
     def _write_topics(self, conn: sqlite3.Connection, batch: BatchRows) -> None:
@@ -293,14 +297,22 @@ class SqliteWriter:
             )
 
     def _insert(self, conn: sqlite3.Connection, model: type[m.Base], rows: list[Row]) -> None:
+        self._insert_tuples(conn, model, _table(model).tuples(rows))
+
+    def _insert_tuples(self, conn: sqlite3.Connection, model: type[m.Base], rows: list[RowTuple]) -> None:
         t = _table(model)
-        self._chunked(conn, ("insert", t.name), len(t.columns), t.tuples(rows), lambda n: _sqlite_values(t, n))
+        self._chunked(conn, ("insert", t.name), len(t.columns), rows, lambda n: _sqlite_values(t, n))
 
     def _upsert(self, conn: sqlite3.Connection, model: type[m.Base], keys: tuple[str, ...], rows: list[Row]) -> None:
+        self._upsert_tuples(conn, model, keys, _table(model).tuples(rows))
+
+    def _upsert_tuples(
+        self, conn: sqlite3.Connection, model: type[m.Base], keys: tuple[str, ...], rows: list[RowTuple]
+    ) -> None:
         t = _table(model)
         conflict = _on_conflict(t, keys, "excluded")
         sql_for: Callable[[int], str] = lambda n: _sqlite_values(t, n) + conflict  # noqa: E731
-        self._chunked(conn, ("upsert", t.name), len(t.columns), t.tuples(rows), sql_for)
+        self._chunked(conn, ("upsert", t.name), len(t.columns), rows, sql_for)
 
     def _delete(self, conn: sqlite3.Connection, name: str, keys: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
         self._chunked(conn, ("delete", name), len(keys), rows, lambda n: _sqlite_delete(name, keys, n))
@@ -446,12 +458,14 @@ class PostgresWriter:
         if batch.topic_upserts:
             t = _table(m.TopicRow)
             sql = _pg_insert(t) + _TOPIC_CONFLICT.format(greatest="GREATEST")
-            await conn.execute(sql, *_columns(t, list(batch.topic_upserts.values())))
+            await conn.execute(sql, *_columns(t, t.tuples(list(batch.topic_upserts.values()))))
         if batch.partition_inserts:
             t = _table(m.PartitionRow)
-            await conn.execute(_pg_insert(t) + _IGNORE, *_columns(t, batch.partition_inserts))
+            await conn.execute(_pg_insert(t) + _IGNORE, *_columns(t, t.tuples(batch.partition_inserts)))
         for model, rows in batch.log_rows.items():
             await self._insert(conn, model, rows)
+        if batch.offset_commits:
+            await self._insert_tuples(conn, m.OffsetCommit, batch.offset_commits)
         if batch.partition_moves:
             keys = list(batch.partition_moves)
             moves = list(batch.partition_moves.values())
@@ -497,10 +511,13 @@ class PostgresWriter:
                 *keys,
             )
         if offsets:
-            await self._upsert(conn, m.CurrentOffset, _OFFSET_KEYS, offsets)
+            await self._upsert_tuples(conn, m.CurrentOffset, _OFFSET_KEYS, offsets)
         return batch
 
     async def _insert(self, conn: Any, model: type[m.Base], rows: list[Row]) -> None:
+        await self._insert_tuples(conn, model, _table(model).tuples(rows))
+
+    async def _insert_tuples(self, conn: Any, model: type[m.Base], rows: list[RowTuple]) -> None:
         t = _table(model)
         sql = self._sql.get(("insert", model))
         if sql is None:
@@ -508,6 +525,9 @@ class PostgresWriter:
         await conn.execute(sql, *_columns(t, rows))
 
     async def _upsert(self, conn: Any, model: type[m.Base], keys: tuple[str, ...], rows: list[Row]) -> None:
+        await self._upsert_tuples(conn, model, keys, _table(model).tuples(rows))
+
+    async def _upsert_tuples(self, conn: Any, model: type[m.Base], keys: tuple[str, ...], rows: list[RowTuple]) -> None:
         t = _table(model)
         sql = self._sql.get(("upsert", model))
         if sql is None:
@@ -561,9 +581,9 @@ def _pg_insert(t: _Table) -> str:
     return f"INSERT INTO {t.name} ({', '.join(t.columns)}) SELECT * FROM unnest({arrays})"
 
 
-def _columns(t: _Table, rows: list[Row]) -> list[list[Any]]:
-    """Rows -> one list per column (unnest's input)."""
-    return [list(column) for column in zip(*t.tuples(rows), strict=True)]
+def _columns(t: _Table, rows: list[RowTuple]) -> list[list[Any]]:
+    """Row tuples (in ``t``'s column order) -> one list per column (unnest's input)."""
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 def writer_for(engine: AsyncEngine, *, sqlite_busy_timeout_s: float = 10.0) -> BatchWriter:

@@ -7,7 +7,8 @@ from pathlib import Path
 from coordinator.records import GroupRemovalCause, OffsetRemovalCause, new_group_tombstone, new_offset_tombstone
 from storage import models as m
 from storage.database import database_url
-from storage.rows import build_batch
+from storage.models import table
+from storage.rows import CURRENT_OFFSET_COLUMNS, OFFSET_COMMIT_COLUMNS, build_batch, current_offset_tuples
 
 from .records_gen import commit, consumer_assignment, group_record, member
 
@@ -34,7 +35,8 @@ def test_build_batch_positions_rows_and_net_snapshot_effect() -> None:
         first_position=101,
     )
     assert (batch.first_position, batch.last_position, batch.record_count, batch.timestamp_ms) == (101, 105, 5, 50)
-    assert [r["position"] for r in batch.log_rows[m.OffsetCommit]] == [101, 103]
+    assert [r[0] for r in batch.offset_commits] == [101, 103]
+    assert batch.offset_commits[1] == (103, "g", "t", 1, 5, 3, "", 30, None, "m-1", 1)
     assert [r["position"] for r in batch.log_rows[m.OffsetRemoval]] == [102]
     assert [(r["position"], r["topic"], r["partition_index"]) for r in batch.log_rows[m.AssignedPartition]] == [
         (104, "t", 0),
@@ -61,3 +63,13 @@ def test_a_later_record_for_the_same_key_wins_inside_a_batch() -> None:
     )
     assert batch.offset_deletes == set() and list(batch.offset_upserts) == [("g", "t", 0)]
     assert batch.group_deletes == set() and list(batch.group_upserts) == ["g"]
+
+
+def test_the_commit_paths_tuples_follow_the_models_column_order() -> None:
+    assert tuple(c.name for c in table(m.OffsetCommit).columns) == OFFSET_COMMIT_COLUMNS
+    assert tuple(c.name for c in table(m.CurrentOffset).columns) == CURRENT_OFFSET_COLUMNS
+    batch = build_batch([commit("g", "t", 0, 1, 10), commit("g", "t", 0, 2, 11), commit("g", "u", 3, 7, 12)], 5)
+    assert current_offset_tuples(batch) == [
+        ("g", "t", 0, 6, 2, 3, "", 11, None, "m-1", 1),
+        ("g", "u", 3, 7, 7, 3, "", 12, None, "m-1", 1),
+    ]

@@ -125,8 +125,21 @@ async def test_append_then_load_equals_replayed_state(database: Database, record
         reopened.append([commit("group-0", "topic-0", 0, 1, 1_800_000_000_000)], done.append)
         await reopened.flush()
         assert done == [None]
-        positions = [r.position for r in await rows(reopened, m.OffsetCommit)]
+        history = await rows(reopened, m.OffsetCommit)
+        positions = [r.position for r in history]
         assert positions == sorted(set(positions))
+        # Every commit's history row holds its fields, with or without an expiry (two statement shapes).
+        commits = [r for r in records if isinstance(r, OffsetCommitRecord)]
+        assert {None} < {c.expire_timestamp_ms for c in commits}
+        assert [
+            (h.group_id, h.topic, h.partition_index, h.committed_offset, h.leader_epoch, h.commit_metadata,
+             h.commit_timestamp_ms, h.expire_timestamp_ms, h.member_id, h.generation_id)
+            for h in history[: len(commits)]
+        ] == [
+            (c.group_id, c.topic, c.partition, c.offset, c.leader_epoch, c.metadata, c.commit_timestamp_ms,
+             c.expire_timestamp_ms, c.member_id, c.generation_id)
+            for c in commits
+        ]  # fmt: skip
         batches = await rows(reopened, m.LogBatch, "last_position")
         assert batches[-1].last_position == max(positions) == len(records) + 1
     finally:

@@ -36,7 +36,7 @@ def test_build_batch_positions_rows_and_net_snapshot_effect() -> None:
     )
     assert (batch.first_position, batch.last_position, batch.record_count, batch.timestamp_ms) == (101, 105, 5, 50)
     assert [r[0] for r in batch.offset_commits] == [101, 103]
-    assert batch.offset_commits[1] == (103, "g", "t", 1, 5, 3, "", 30, None, "m-1", 1)
+    assert batch.offset_commits[1] == (103, "g", "t", 1, 5, 3, "", 30, "m-1", 1, None)
     assert [r["position"] for r in batch.log_rows[m.OffsetRemoval]] == [102]
     assert [(r["position"], r["topic"], r["partition_index"]) for r in batch.log_rows[m.AssignedPartition]] == [
         (104, "t", 0),
@@ -66,10 +66,11 @@ def test_a_later_record_for_the_same_key_wins_inside_a_batch() -> None:
 
 
 def test_the_commit_paths_tuples_follow_the_models_column_order() -> None:
-    assert tuple(c.name for c in table(m.OffsetCommit).columns) == OFFSET_COMMIT_COLUMNS
-    assert tuple(c.name for c in table(m.CurrentOffset).columns) == CURRENT_OFFSET_COLUMNS
+    for model, columns in ((m.OffsetCommit, OFFSET_COMMIT_COLUMNS), (m.CurrentOffset, CURRENT_OFFSET_COLUMNS)):
+        declared = [c.name for c in table(model).columns]
+        assert [c for c in declared if c != "expire_timestamp_ms"] + ["expire_timestamp_ms"] == list(columns)
     batch = build_batch([commit("g", "t", 0, 1, 10), commit("g", "t", 0, 2, 11), commit("g", "u", 3, 7, 12)], 5)
     assert current_offset_tuples(batch) == [
-        ("g", "t", 0, 6, 2, 3, "", 11, None, "m-1", 1),
-        ("g", "u", 3, 7, 7, 3, "", 12, None, "m-1", 1),
+        ("g", "t", 0, 6, 2, 3, "", 11, "m-1", 1, None),
+        ("g", "u", 3, 7, 7, 3, "", 12, "m-1", 1, None),
     ]

@@ -61,8 +61,9 @@ def _scale(quick: bool) -> dict[str, Any]:
         "hb_members": 10,
         "hb_repeats": 3,
         "commit_groups": 64,
-        "commit_rates": [1000, 5000, 10000, 0],
-        "commit_repeats": 3,
+        # requests/s of 4 partitions: 2,500/s is the target's 10,000 partition-commits/s (issue #20)
+        "commit_rates": [1000, 2500, 5000, 0],
+        "commit_repeats": 5,
         "rebalance_sizes": [10, 100, 1000],
         "rebalance_delay": 3000,
         "rebalance_repeats": 5,
@@ -614,13 +615,19 @@ def _targets(by: dict[str, Result], results: list[Result]) -> list[tuple[str, st
     cmax = by.get("commit max on daemon SQLite")
     if cmax and cmax.get("rate"):
         pc = cmax["partition_commits_rate"]
-        out.append(("offset commits (SQLite WAL, durable) >= 20,000 partition-commits/s", f"{pc:,.0f}/s", pc >= 20_000))
-    c5 = by.get("commit 5000/s on daemon SQLite")
-    if c5 and c5.get("rate"):
-        ok = c5["p99_ms"] < 10 and c5["rate"] >= 4_750
-        out.append(("commit p99 < 10 ms at 5,000 commits/s", f"p99 {c5['p99_ms']:.2f} ms at {c5['rate']:,.0f}/s", ok))
-    elif c5:
-        out.append(("commit p99 < 10 ms at 5,000 commits/s", "no answer inside the window (overloaded)", False))
+        out.append(
+            ("offset commits (SQLite WAL, durable) >= 100,000 partition-commits/s", f"{pc:,.0f}/s", pc >= 100_000)
+        )
+    # 10,000 partition-commits/s = 2,500 OffsetCommit requests/s of 4 partitions; every run must hold, not the median
+    c = by.get("commit 2500/s on daemon SQLite")
+    name = "commit p99 < 5 ms at 10,000 partition-commits/s (2,500 requests/s x 4), every run"
+    if c and c.get("rate"):
+        runs = list(c.get("runs") or [c["p99_ms"]])
+        ok = all(x is not None and x < 5 for x in runs) and c["rate"] >= 2_375
+        shown = " / ".join("-" if x is None else f"{x:.2f}" for x in runs)
+        out.append((name, f"p99 {shown} ms ({len(runs)} runs) at {c['rate']:,.0f} requests/s", ok))
+    elif c:
+        out.append((name, "no answer inside the window (overloaded)", False))
     pg = by.get("commit max on daemon PostgreSQL")
     if pg and pg.get("rate"):
         out.append(("PostgreSQL recorded beside", f"{pg['partition_commits_rate']:,.0f} partition-commits/s", True))

@@ -1,14 +1,15 @@
-"""The baseline: the daemon's own listener, framing, decoding and encoding, with no coordinator behind them.
+"""Our listener with no coordinator: the daemon's own listener, framing, decoding and encoding, nothing behind them.
 
     python -m benchmarks.bare_server --listen 127.0.0.1:9093
 
-It is ``servers.kafka.listener.KafkaServer`` (same connection handling, ``decode_request``, the same response encoders:
-``encode_response`` and the hand-written frames of the hot paths, uvloop)
+Not the baseline of the ratios any more (that is ``benchmarks/lean_server.py``, which shares no code with the
+daemon); kept because it splits the daemon's distance from the lean server into our listener's share and the rest.
+It is ``servers.kafka.listener.KafkaServer`` (same connection handling, ``decode_request``, the same response
+encoders: ``encode_response`` and the hand-written frames of the hot paths, uvloop)
 with ``handle`` answering from the request alone: JoinGroup makes every member its own leader in generation 1
 (MEMBER_ID_REQUIRED first, as the daemon does from v4), SyncGroup hands back the leader's assignment, Heartbeat is
 NONE, OffsetCommit is NONE for every partition, ApiVersions lists our versions. No state, no timers, no storage, no
-metrics. The load generator forms "groups" against it exactly as against the daemon, so the same scenarios run
-on both and the daemon's numbers can be given as a ratio of this limit of our stack.
+metrics. ``benchmarks.run`` reports it as the *listener* rows of the heartbeat storm.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """CPU instructions per request, by request kind, counted by valgrind's callgrind: a measure this noisy VM cannot blur.
 
     python -m benchmarks.instructions [--members 1000] [--storage memory|sqlite] [--phase join1,join2,sync,heartbeat]
+    python -m benchmarks.instructions --server lean --phase heartbeat,heartbeat16   # the lean baseline, same phases
 
 The real daemon (``daemon.app.App``, storage as chosen) runs in process behind in-memory transports, so a
 request costs what the daemon's own code costs: framing, decoding, the adapter, the core, the storage hand-off,
@@ -10,7 +11,13 @@ first use of each path imports and compiles), then one group of ``--members`` me
 * ``join1``: JoinGroup without a member id (answered MEMBER_ID_REQUIRED),
 * ``join2``: JoinGroup with the id (adds the member; parked until the join phase ends),
 * ``sync``: SyncGroup (the leader's first, with every assignment; then the followers'),
-* ``heartbeat``: one Heartbeat per member.
+* ``heartbeat``: one Heartbeat per member (each read holds one frame),
+* ``heartbeat16``: 16 Heartbeats per member, all arriving in one read (as pipelined by the load generator, which
+  keeps 32 in flight per connection); counted per heartbeat.
+
+``--server lean`` runs the same exchange against ``benchmarks.lean_server`` (its connections behind the same
+in-memory transports), the denominator of the heartbeat ratio: the daemon's instructions per heartbeat over the lean
+server's is the cost of everything the daemon adds, without the kernel and without this VM's noise.
 
 Each phase runs inside one ``functools.reduce`` call and callgrind counts only inside that function
 (``--toggle-collect=functools_reduce``); one valgrind run per phase. Instructions per request = the count / members.
@@ -38,7 +45,8 @@ from benchmarks.client import HEARTBEAT_V, JOIN_V, decode, heartbeat_frame, join
 from protocol.framing import FrameDecoder
 from servers.kafka.listener import Connection, KafkaServer
 
-PHASES = ("join1", "join2", "sync", "heartbeat")
+PHASES = ("join1", "join2", "sync", "heartbeat", "heartbeat16")
+BATCH = 16  # heartbeats per read in the heartbeat16 phase
 
 
 class _Transport:
@@ -82,8 +90,11 @@ def _run(phase: str, counted: str | None, feed: Callable[[Any], None], items: Se
             feed(item)
 
 
-async def exchange(server: KafkaServer, group_id: str, members: int, counted: str | None = None) -> None:
-    """One group of ``members`` members, each on its own connection: join, rejoin, sync, heartbeat."""
+async def exchange(
+    server: KafkaServer | Callable[[], Any], group_id: str, members: int, counted: str | None = None
+) -> None:
+    """One group of ``members`` members, each on its own connection: join, rejoin, sync, heartbeat. ``server`` is the
+    daemon's ``KafkaServer`` or a factory of another server's connection protocols (the lean baseline)."""
     written = asyncio.Event()
 
     async def until(done: Callable[[], bool]) -> None:
@@ -93,7 +104,8 @@ async def exchange(server: KafkaServer, group_id: str, members: int, counted: st
 
     conns: list[tuple[Connection, _Transport]] = []
     for _ in range(members):
-        connection, transport = Connection(server), _Transport(written)
+        connection = Connection(server) if isinstance(server, KafkaServer) else server()
+        transport = _Transport(written)
         connection.connection_made(transport)  # type: ignore[arg-type]
         conns.append((connection, transport))
 
@@ -106,7 +118,7 @@ async def exchange(server: KafkaServer, group_id: str, members: int, counted: st
 
 async def _exchange(
     group_id: str,
-    conns: list[tuple[Connection, _Transport]],
+    conns: list[tuple[Any, _Transport]],
     until: Callable[[Callable[[], bool]], Any],
     counted: str | None,
 ) -> None:
@@ -136,6 +148,20 @@ async def _exchange(
     errors = {int(decode(12, HEARTBEAT_V, p).error_code) for _, t in conns for p in _answers(t)}
     if errors != {0}:
         raise RuntimeError(f"Heartbeat errors: {sorted(errors)}")
+    batches = [(c, b"".join([frame] * BATCH)) for c, frame in beats]
+    _run("heartbeat16", counted, lambda cf: cf[0].data_received(cf[1]), batches)
+    answers = [p for _, t in conns for p in _answers(t)]
+    errors = {int(decode(12, HEARTBEAT_V, p).error_code) for p in answers}
+    if errors != {0} or len(answers) != BATCH * len(conns):
+        raise RuntimeError(f"Heartbeat errors: {sorted(errors)}, {len(answers)} answers")
+
+
+async def _inner_lean(members: int, counted: str | None) -> None:
+    from benchmarks.lean_server import LeanConnection, LeanState
+
+    state = LeanState()
+    await exchange(lambda: LeanConnection(state), "warm-up", members)
+    await exchange(lambda: LeanConnection(state), "counted", members, counted)
 
 
 async def _inner(members: int, storage: str, counted: str | None) -> None:
@@ -160,13 +186,13 @@ async def _inner(members: int, storage: str, counted: str | None) -> None:
             await app.stop()
 
 
-def count(phase: str, members: int, storage: str) -> int:
+def count(phase: str, members: int, storage: str, server: str = "daemon") -> int:
     """Instructions callgrind counted in ``phase`` (all members)."""
     with tempfile.TemporaryDirectory(prefix="kgc-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
         command = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce"]
         command += [f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.instructions", "--inner", phase]
-        command += ["--members", str(members), "--storage", storage]
+        command += ["--members", str(members), "--storage", storage, "--server", server]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
@@ -182,21 +208,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--members", type=int, default=1000)
     parser.add_argument("--storage", choices=("memory", "sqlite"), default="memory")
     parser.add_argument("--phase", default=",".join(PHASES), help="comma-separated: " + ", ".join(PHASES))
+    parser.add_argument("--server", choices=("daemon", "lean"), default="daemon")
     parser.add_argument("--inner", choices=(*PHASES, "none"), help=argparse.SUPPRESS)  # the process valgrind runs
     args = parser.parse_args(argv)
     if args.inner:
         counted = None if args.inner == "none" else args.inner
         from daemon.__main__ import _run as run_like_the_daemon  # uvloop when installed
 
-        run_like_the_daemon(_inner(args.members, args.storage, counted))
+        if args.server == "lean":
+            run_like_the_daemon(_inner_lean(args.members, counted))
+        else:
+            run_like_the_daemon(_inner(args.members, args.storage, counted))
         return 0
     if shutil.which("valgrind") is None:
         print("valgrind is needed (apt-get install valgrind)", file=sys.stderr)
         return 2
-    print(f"instructions per request, {args.members} members, storage {args.storage} (callgrind, in process)")
+    where = "the lean server" if args.server == "lean" else f"storage {args.storage}"
+    print(f"instructions per request, {args.members} members, {where} (callgrind, in process)")
     for phase in args.phase.split(","):
-        total = count(phase, args.members, args.storage)
-        print(f"{phase:10s} {total / args.members:>10,.0f}")
+        total = count(phase, args.members, args.storage, args.server)
+        requests = args.members * (BATCH if phase == "heartbeat16" else 1)
+        print(f"{phase:11s} {total / requests:>10,.0f}")
     return 0
 
 

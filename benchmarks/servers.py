@@ -1,4 +1,5 @@
-"""Start the daemon or the bare server as a child pinned to one core, wait until it answers, stop it."""
+"""Start the daemon, the lean baseline or our bare listener as a child pinned to one core, wait until it answers,
+stop it."""
 
 from __future__ import annotations
 
@@ -104,3 +105,10 @@ def bare(work: Path, *, pin_core: bool = True) -> Server:
     port = free_port()
     argv = ["-m", "benchmarks.bare_server", "--listen", f"127.0.0.1:{port}"]
     return Server(argv, port, work / "bare.log", pin_core=pin_core)
+
+
+def lean(work: Path, *, pin_core: bool = True) -> Server:
+    """The independent lean baseline (``benchmarks/lean_server.py``: no code of the daemon)."""
+    port = free_port()
+    argv = ["-m", "benchmarks.lean_server", "--listen", f"127.0.0.1:{port}"]
+    return Server(argv, port, work / "lean.log", pin_core=pin_core)

@@ -52,6 +52,7 @@ __all__ = [
     "encode_body",
     "encode_response",
     "heartbeat_response_frame",
+    "request_body_reader",
     "request_class",
     "response_class",
 ]
@@ -117,6 +118,17 @@ def _decoder(api_key: int, api_version: int) -> tuple[type[Any], Callable[[bytes
         entry = (cls, _guarded_reader(cls), bool(cls.__flexible__))
         _decoders[(api_key, api_version)] = entry
     return entry
+
+
+def request_body_reader(api_key: int, api_version: int) -> tuple[Callable[[bytes, int], tuple[Any, int]], bool] | None:
+    """The body reader ``decode_request`` uses for a served api/version (``reader(buf, offset) -> (body, end)``) and
+    whether its header is flexible (v2, a tag section after the client id); None for a version we do not serve.
+    For a server reading a request in place, out of the bytes it received: it checks the header itself, and the
+    reader raises on a body ``decode_request`` would not accept."""
+    if not is_supported(api_key, api_version):
+        return None
+    _, reader, flexible = _decoder(api_key, api_version)
+    return reader, flexible
 
 
 @typed_cache
@@ -288,14 +300,15 @@ def _heartbeat_v4(correlation_id: int, body: Any) -> bytes:
     return _HEARTBEAT_V4.pack(12, correlation_id, 0, _throttle_ms(body.throttle_time), body.error_code.value, 0)
 
 
-def heartbeat_response_frame(api_version: int, correlation_id: int, error: ErrorCode) -> bytes:
-    """The whole Heartbeat response frame for ``error`` with no throttling, without a kio body (the server's hot
-    path); byte-identical to ``encode_response`` of the kio response (tests/protocol)."""
+def heartbeat_response_frame(api_version: int, correlation_id: int, error: int) -> bytes:
+    """The whole Heartbeat response frame for ``error`` (an ``ErrorCode``, an int) with no throttling, without a kio
+    body (the server's hot path); byte-identical to ``encode_response`` of the kio response (tests/protocol). The
+    error is packed as the int it is: ``ErrorCode.value`` goes through the enum's descriptor (~1 us)."""
     if api_version >= 4:
-        return _HEARTBEAT_V4.pack(12, correlation_id, 0, 0, error.value, 0)
+        return _HEARTBEAT_V4.pack(12, correlation_id, 0, 0, error, 0)
     if api_version >= 1:
-        return _HEARTBEAT_V1_3.pack(10, correlation_id, 0, error.value)
-    return _HEARTBEAT_V0.pack(6, correlation_id, error.value)
+        return _HEARTBEAT_V1_3.pack(10, correlation_id, 0, error)
+    return _HEARTBEAT_V0.pack(6, correlation_id, error)
 
 
 _FAST_ENCODERS: dict[type[Any], Callable[[int, Any], bytes]] = {

@@ -50,14 +50,22 @@ import itertools
 import logging
 import resource
 import socket
+import struct
 from collections import deque
 from collections.abc import Coroutine
 from time import monotonic as _now
 from time import perf_counter
 from typing import Any
 
-from protocol.apis import ApiKey
-from protocol.codec import Request, decode_request, encode_response, heartbeat_response_frame
+from protocol.apis import SUPPORTED_VERSIONS, ApiKey
+from protocol.codec import (
+    Request,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    heartbeat_response_frame,
+    request_body_reader,
+)
 from protocol.errors import ErrorCode, InvalidRequest, MalformedFrame, ProtocolError, UnsupportedApi
 from protocol.framing import FrameDecoder
 from protocol.responses import invalid_request_frame, unsupported_response_frame
@@ -86,6 +94,7 @@ _HEARTBEAT = int(ApiKey.HEARTBEAT)
 _NO_ERROR = ErrorCode.none
 LARGE_WRITE = 65_536  # an answer this large is written on its own (see Connection._flush)
 HEARTBEAT_TIMING_SAMPLE = 64  # one heartbeat in 64 is timed for kgc_request_seconds (all are counted)
+_HOT_PREFIX = struct.Struct(">ihhih")  # frame size, api key, api version, correlation id, client id length
 
 
 class DeferredSlot:
@@ -223,6 +232,13 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
+        if not self.slots and not self.backlog and not self.decoder.buffered and not self.writing_paused:
+            sasl = self.sasl
+            if sasl is None or (sasl.principal is not None and sasl.expires is None):
+                done = self._hot_heartbeats(data)
+                if done == len(data) or self.closing:
+                    return
+                data = data[done:]
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -235,6 +251,82 @@ class Connection(asyncio.Protocol):
             self._process()
         else:
             self._account()
+
+    def _hot_heartbeats(self, data: bytes) -> int:
+        """The heartbeats at the start of ``data`` answered in place; how many bytes of ``data`` they were.
+
+        The common read (nothing buffered, no answer queued, writing not paused) is one or more whole Heartbeat
+        frames. Each is read where it lies: header fields by one ``struct``, the body by the same kio reader
+        ``decode_request`` uses (``request_body_reader``), answered by ``KafkaServer.heartbeat``; the answers leave
+        in one write. No frame copy, header tuple, ``Request``, slot or queue, which the general path builds for
+        every request. The first frame that is anything else - another API, a version not served, a header with
+        tags, a body the reader refuses or that runs past its frame, a frame not complete in ``data`` - and every
+        byte after it go the general path (``data_received``), which decodes it and answers or refuses it as
+        always; it is never half-handled here. At most ``FRAMES_PER_TURN`` frames: the rest wait in the backlog as
+        in ``_process``. Same answers, order, metrics and idle accounting as the general path
+        (tests/server/test_hot_heartbeats.py)."""
+        server = self.server
+        readers = server.heartbeat_readers
+        max_size = server.max_frame_size
+        end = len(data)
+        pos = 0
+        budget = FRAMES_PER_TURN
+        out: list[bytes] = []
+        client_host = self.client_host
+        principal = self.principal
+        while budget and end - pos >= 14:
+            size, key, version, correlation_id, client_len = _HOT_PREFIX.unpack_from(data, pos)
+            if key != _HEARTBEAT or size < 10 or size > max_size:
+                break
+            stop = pos + 4 + size
+            entry = readers.get(version)
+            if stop > end or entry is None:
+                break
+            start = pos + 14
+            if client_len > 0:
+                start += client_len
+                if start > stop:
+                    break
+                try:
+                    client_id: str | None = data[pos + 14 : start].decode()
+                except UnicodeDecodeError:
+                    break
+            else:
+                client_id = None if client_len < 0 else ""
+            reader, flexible = entry
+            if flexible:
+                if start >= stop or data[start]:  # header tags: the general path skips them
+                    break
+                start += 1
+            try:
+                body, read_to = reader(data, start)
+            except Exception:  # the general path reports it (or skips unknown tags)
+                break
+            if read_to > stop:
+                break
+            budget -= 1
+            pos = stop
+            frame = server.heartbeat(version, correlation_id, client_id, body, client_host, principal)
+            if frame is None:
+                if out:
+                    self.transport.write(b"".join(out))  # type: ignore[union-attr]
+                self._finish("error")
+                return end
+            out.append(frame)
+        if out:
+            self.last_active = server.active_clock
+            if len(out) > self.peak_inflight:
+                self.peak_inflight = len(out)
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[union-attr]
+            if not budget and pos < end:  # this connection had its turn: the rest waits (as in _process)
+                self.backlog.extend(self.decoder.feed(data[pos:]))
+                if self.backlog and not self._ready_soon:
+                    self._ready_soon = True
+                    server._schedule_flush(self)
+                self._account()
+                self._update_reading()
+                return end
+        return pos
 
     def eof_received(self) -> bool:
         # The peer will send nothing more: Kafka closes such a connection at once. Answers ready now are written,
@@ -627,6 +719,12 @@ class KafkaServer:
         self._ready: list[Connection] = []  # connections whose deferred answers became ready (see _flush_ready)
         self.heartbeat_sample = 0  # heartbeats answered since the last timed one (see handle)
         self.heartbeat_sample_errors = 0  # of those, the ones answered with an error (already counted under it)
+        # Heartbeat version -> (body reader, flexible header) for the in-place path (Connection._hot_heartbeats)
+        self.heartbeat_readers = {
+            v: entry
+            for v in range(SUPPORTED_VERSIONS[ApiKey.HEARTBEAT][1] + 1)
+            if (entry := request_body_reader(_HEARTBEAT, v)) is not None
+        }
         # connections.max.idle.ms: (due, seq, connection) with due >= the last time the connection was checked +
         # idle; a connection active since is pushed back with its new due when its entry comes up, so a sweep only
         # touches the entries that are due (amortised one push per connection per idle period).
@@ -899,9 +997,10 @@ class KafkaServer:
     ) -> Slot:
         """The slot answering ``request``: the encoded frame, or a ``DeferredSlot`` completed later.
 
-        Heartbeat, the most frequent request, is answered right here: straight to the core and a packed answer,
-        without the request context, adapter and kio response object of the generic path (and without a call of its
-        own). Same answer as ``servers.kafka.membership.handle_heartbeat`` + ``encode_response``
+        Heartbeat, the most frequent request, is answered by ``heartbeat``: straight to the core and a packed answer,
+        without the request context, adapter and kio response object of the generic path (most heartbeats do not
+        even get here: ``Connection._hot_heartbeats`` reads them in place and calls ``heartbeat``). Same answer as
+        ``servers.kafka.membership.handle_heartbeat`` + ``encode_response``
         (tests/server/test_heartbeat_path.py). Every heartbeat is counted, one in ``HEARTBEAT_TIMING_SAMPLE`` is
         timed: the two clock reads and the histogram update cost about as much as the core's part of a heartbeat,
         and a heartbeat is answered at once, so its latency is the same handful of microseconds every time.
@@ -910,41 +1009,8 @@ class KafkaServer:
         header, body = request
         key = header.api_key
         if key == _HEARTBEAT:
-            untimed = self.heartbeat_sample + 1
-            if untimed < HEARTBEAT_TIMING_SAMPLE:
-                self.heartbeat_sample = untimed
-                started = 0.0
-            else:
-                started = perf_counter()
-            version = header.api_version
-            frame: bytes | None
-            authorizer = self.services.authorizer  # Read on the group (ACLs, issue #19): one attribute when off
-            error: int
-            try:
-                if authorizer.enabled and not authorizer.authorize(
-                    principal, client_host, AclOperation.READ, ResourceType.GROUP, body.group_id
-                ):
-                    error = ErrorCode.group_authorization_failed
-                else:
-                    error = self.services.coordinator.heartbeat_fields(
-                        body.group_id,
-                        body.generation_id,
-                        body.member_id,
-                        body.group_instance_id if version >= 3 else None,
-                    )
-                frame = heartbeat_response_frame(version, header.correlation_id, error)  # type: ignore[arg-type]
-            except Exception as exc:
-                ctx = RequestContext(
-                    key, version, header.correlation_id, header.client_id or "", client_host, principal=principal
-                )
-                frame = self._error_frame(request, ctx, exc)
-                error = ctx.error
-            if error is not _NO_ERROR:
-                self._observe_heartbeat_error(started, untimed, error)
-                refused(key, int(error), body.group_id, header.client_id, client_host, body.member_id)
-            elif started:
-                self._observe_heartbeats(started, untimed)
-            return frame
+            return self.heartbeat(header.api_version, header.correlation_id, header.client_id, body, client_host,
+                                  principal)  # fmt: skip
         ctx = RequestContext(
             key,
             header.api_version,
@@ -987,6 +1053,46 @@ class KafkaServer:
             observe(key, perf_counter() - started, ctx.error)
         if ctx.error:
             refused_request(ctx, body)
+        return frame
+
+    def heartbeat(
+        self, version: int, correlation_id: int, client_id: str | None, body: Any, client_host: str, principal: str
+    ) -> bytes | None:
+        """The answer to a decoded Heartbeat (``handle``'s and ``Connection._hot_heartbeats``' path): the ACL check,
+        the core, one packed frame; every heartbeat counted, one in ``HEARTBEAT_TIMING_SAMPLE`` timed (see
+        ``handle``). None: not even an error response could be encoded (close the connection)."""
+        untimed = self.heartbeat_sample + 1
+        if untimed < HEARTBEAT_TIMING_SAMPLE:
+            self.heartbeat_sample = untimed
+            started = 0.0
+        else:
+            started = perf_counter()
+        frame: bytes | None
+        authorizer = self.services.authorizer  # Read on the group (ACLs, issue #19): one attribute when off
+        error: int
+        try:
+            if authorizer.enabled and not authorizer.authorize(
+                principal, client_host, AclOperation.READ, ResourceType.GROUP, body.group_id
+            ):
+                error = ErrorCode.group_authorization_failed
+            else:
+                error = self.services.coordinator.heartbeat_fields(
+                    body.group_id,
+                    body.generation_id,
+                    body.member_id,
+                    body.group_instance_id if version >= 3 else None,
+                )
+            frame = heartbeat_response_frame(version, correlation_id, error)
+        except Exception as exc:
+            ctx = RequestContext(_HEARTBEAT, version, correlation_id, client_id or "", client_host, principal=principal)
+            request = Request(RequestHeader(_HEARTBEAT, version, correlation_id, client_id), body)
+            frame = self._error_frame(request, ctx, exc)
+            error = ctx.error
+        if error is not _NO_ERROR:
+            self._observe_heartbeat_error(started, untimed, error)
+            refused(_HEARTBEAT, int(error), body.group_id, client_id, client_host, body.member_id)
+        elif started:
+            self._observe_heartbeats(started, untimed)
         return frame
 
     def _answered(self, request: Request, ctx: RequestContext, started: float) -> None:

@@ -85,6 +85,12 @@ class BareServer(KafkaServer):
         result = answer(request)
         return result if isinstance(result, bytes) else encode_response(request.header, result)
 
+    def heartbeat(
+        self, version: int, correlation_id: int, client_id: str | None, body: Any, client_host: str, principal: str
+    ) -> bytes | None:
+        """The heartbeats the listener reads in place (``Connection._hot_heartbeats``): NONE, as ``answer``."""
+        return heartbeat_response_frame(version, correlation_id, ErrorCode.none)
+
 
 async def _serve(host: str, port: int) -> None:
     server = BareServer(host, port)

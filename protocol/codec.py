@@ -43,6 +43,7 @@ from protocol.headers import RequestHeader, parse_request_header, peek_request_p
 from protocol.tolerant import read_entity_tolerant
 
 __all__ = [
+    "HEARTBEAT_V4_FRAME",
     "Request",
     "RequestHeader",
     "api_versions_error_frame",
@@ -282,6 +283,8 @@ def _encode_with_kio(correlation_id: int, flexible_header: bool, body: Any) -> b
 _HEARTBEAT_V0 = struct.Struct(">iih")  # size, correlation id | error
 _HEARTBEAT_V1_3 = struct.Struct(">iiih")  # size, correlation id | throttle, error
 _HEARTBEAT_V4 = struct.Struct(">iibihb")  # size, correlation id, header tags | throttle, error, tags
+# The v4 answer's layout, for a server packing it inline: (12, correlation id, 0, 0, error, 0).
+HEARTBEAT_V4_FRAME = _HEARTBEAT_V4
 
 
 def _throttle_ms(value: timedelta) -> int:

@@ -59,6 +59,7 @@ from typing import Any
 
 from protocol.apis import SUPPORTED_VERSIONS, ApiKey
 from protocol.codec import (
+    HEARTBEAT_V4_FRAME,
     Request,
     RequestHeader,
     decode_request,
@@ -186,6 +187,9 @@ class Connection(asyncio.Protocol):
         self.decoder = FrameDecoder(
             server.max_frame_size if self.sasl is None else min(server.max_frame_size, MAX_RECEIVE_BEFORE_AUTH)
         )
+        self.partial = False  # the decoder holds part of a frame (kept by data_received: no property call per read)
+        self.client_id_raw = b""  # the client id of the last heartbeat read in place, as sent and decoded
+        self.client_id: str | None = ""
         self.slots: deque[Slot] = deque()
         self.backlog: deque[bytes] = deque()  # decoded frames not dispatched yet (at the in-flight limit)
         self.closing = False  # no more requests are dispatched; the connection closes after the ready answers
@@ -232,7 +236,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return
-        if not self.slots and not self.backlog and not self.decoder.buffered and not self.writing_paused:
+        if not self.slots and not self.backlog and not self.partial and not self.writing_paused:
             sasl = self.sasl
             if sasl is None or (sasl.principal is not None and sasl.expires is None):
                 done = self._hot_heartbeats(data)
@@ -241,6 +245,7 @@ class Connection(asyncio.Protocol):
                 data = data[done:]
         try:
             frames = self.decoder.feed(data)
+            self.partial = self.decoder.buffered != 0
         except ProtocolError as exc:
             log.warning("closing connection %s: %s", self.peer, exc, extra={"throttle": ("malformed", self.ip)})
             self._finish("malformed")
@@ -287,10 +292,15 @@ class Connection(asyncio.Protocol):
                 start += client_len
                 if start > stop:
                     break
-                try:
-                    client_id: str | None = data[pos + 14 : start].decode()
-                except UnicodeDecodeError:
-                    break
+                if client_len == len(self.client_id_raw) and data.startswith(self.client_id_raw, pos + 14):
+                    client_id = self.client_id  # a client sends the same id every time: decoded once
+                else:
+                    raw = data[pos + 14 : start]
+                    try:
+                        client_id = raw.decode()
+                    except UnicodeDecodeError:
+                        break
+                    self.client_id_raw, self.client_id = raw, client_id
             else:
                 client_id = None if client_len < 0 else ""
             reader, flexible = entry
@@ -320,6 +330,7 @@ class Connection(asyncio.Protocol):
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[union-attr]
             if not budget and pos < end:  # this connection had its turn: the rest waits (as in _process)
                 self.backlog.extend(self.decoder.feed(data[pos:]))
+                self.partial = self.decoder.buffered != 0
                 if self.backlog and not self._ready_soon:
                     self._ready_soon = True
                     server._schedule_flush(self)
@@ -1082,7 +1093,10 @@ class KafkaServer:
                     body.member_id,
                     body.group_instance_id if version >= 3 else None,
                 )
-            frame = heartbeat_response_frame(version, correlation_id, error)
+            if version >= 4:  # what heartbeat_response_frame packs, without the call (the version clients send)
+                frame = HEARTBEAT_V4_FRAME.pack(12, correlation_id, 0, 0, error, 0)
+            else:
+                frame = heartbeat_response_frame(version, correlation_id, error)
         except Exception as exc:
             ctx = RequestContext(_HEARTBEAT, version, correlation_id, client_id or "", client_host, principal=principal)
             request = Request(RequestHeader(_HEARTBEAT, version, correlation_id, client_id), body)

@@ -104,5 +104,11 @@ def test_bare_server_answers_the_same_scenarios(tmp_path: Path) -> None:
         )
         _check(result)
         assert isinstance(result["count"], int) and result["count"] > 0
+        heartbeat = load.run(
+            Options("heartbeat", port=srv.port, workers=1, groups=2, members=2, connections=2, window=2,
+                    duration=0.5, warmup=0.1, tag="smoke-hb-")
+        )  # fmt: skip
+        _check(heartbeat)  # answered in place by the listener (BareServer.heartbeat)
+        assert isinstance(heartbeat["count"], int) and heartbeat["count"] > 0
     finally:
         srv.stop()

@@ -93,7 +93,7 @@ def _frames(member_id: str, generation: int, rng: random.Random, count: int) -> 
         if kind == 3:
             out.append(request_frame(build_request(18, 3, client_software_name="t", client_software_version="1"), corr))
         elif kind == 4:
-            out.append(_heartbeat(version, corr, rng.choice([None, "", "c", "client-ü"]), **fields))
+            out.append(_heartbeat(version, corr, rng.choice([None, "", "c", "cc", "hb", "client-ü"]), **fields))
         elif kind == 5:  # v4 with a header tag: the general path skips it
             frame = _heartbeat(4, corr, "hb", **fields)
             at = 4 + 10 + 2  # size, api key/version/correlation id/client id length, "hb"

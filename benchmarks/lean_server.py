@@ -5,8 +5,8 @@
 Written from a description, not from the daemon's listener: one ``asyncio.Protocol`` per connection (on uvloop, as
 the daemon), Kafka's 4-byte size framing, the request body read by kio's compiled reader straight out of the
 received bytes, the group and the member looked up in dicts, and the Heartbeat answer packed by one precompiled
-``struct``. It imports only kio, struct, asyncio and uvloop (plus argparse/signal/os for the command line); the
-import-linter contract "the lean baseline shares no code with the daemon" and
+``struct``. It imports only kio, struct, asyncio and uvloop (and the standard library's argparse, signal, os,
+socket, io, datetime); the import-linter contract "the lean baseline ... shares no code with the daemon" and
 ``tests/perf/test_lean_server.py`` hold it to that.
 
 What it serves (what the benchmark scenarios send), minimal but correct for well-formed requests:
@@ -34,6 +34,7 @@ import contextlib
 import io
 import os
 import signal
+import socket
 import struct
 from collections.abc import Callable
 from datetime import timedelta
@@ -161,6 +162,9 @@ class LeanConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # answers leave at once (Kafka's brokers set TCP_NODELAY too)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
         if self.pending:

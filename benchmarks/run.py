@@ -48,6 +48,7 @@ def _scale(quick: bool) -> dict[str, Any]:
             "rebalance_sizes": [10, 50],
             "rebalance_delay": 300,
             "rebalance_repeats": 1,
+            "rebalance_repeated_from": 50,
             "scale_groups": 100,
             "scale_members": 10,
             "history_rows": 20_000,
@@ -64,15 +65,34 @@ def _scale(quick: bool) -> dict[str, Any]:
         # requests/s of 4 partitions: 2,500/s is the target's 10,000 partition-commits/s (issue #20)
         "commit_rates": [1000, 2500, 5000, 0],
         "commit_repeats": 5,
-        "rebalance_sizes": [10, 100, 1000],
+        # Issue #20's sizes: a 10,000-member rebalance, 1,000,000 members in 100,000 groups, start-up on 10M
+        # history rows and 1M offsets (the command-line options below change them).
+        "rebalance_sizes": [10, 100, 1000, 10_000],
         "rebalance_delay": 3000,
         "rebalance_repeats": 5,
-        "scale_groups": 10_000,
+        "rebalance_repeated_from": 1000,  # these sizes run ``rebalance_repeats`` times, and with memory storage too
+        "scale_groups": 100_000,
         "scale_members": 10,
-        "history_rows": 1_000_000,
-        "offsets": 100_000,
-        "groups": 1_000,
+        "history_rows": 10_000_000,
+        "offsets": 1_000_000,
+        "groups": 10_000,
     }
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """The scale (``--quick`` or full) with the sizes given on the command line."""
+    s = _scale(args.quick)
+    if args.rebalance_sizes:
+        s["rebalance_sizes"] = sorted(int(x) for x in args.rebalance_sizes.split(",") if x)
+    given = {
+        "scale_groups": args.scale_groups,
+        "scale_members": args.scale_members,
+        "history_rows": args.history_rows,
+        "offsets": args.offsets,
+        "groups": args.recovery_groups,
+    }
+    s.update({k: v for k, v in given.items() if v is not None})
+    return s
 
 
 def _open_loop_in_one_process(opts: Options) -> Options:
@@ -251,19 +271,20 @@ def run_commit(work: Path, s: dict[str, Any], pg_url: str | None) -> list[Result
 
 
 def run_rebalance(work: Path, s: dict[str, Any]) -> list[Result]:
-    """Each size once, the largest ``rebalance_repeats`` times (its median run reported, every overhead listed)."""
+    """Each size once, the sizes from ``rebalance_repeated_from`` up ``rebalance_repeats`` times (the median run
+    reported, every overhead listed), and those again with memory storage."""
     delay = s["rebalance_delay"]
-    largest = s["rebalance_sizes"][-1]
+    large = [n for n in s["rebalance_sizes"] if n >= s["rebalance_repeated_from"]] or s["rebalance_sizes"][-1:]
 
-    def sizes(srv: servers.Server, tag: str, server: str, only_largest: bool) -> list[Result]:
+    def sizes(srv: servers.Server, tag: str, server: str, only_large: bool) -> list[Result]:
         results = []
         # Warm-up (not reported): the first rebalance of a process pays one-time costs on both sides (kio classes
         # and encoders of each api/version built on first use, the load processes' imports).
         load.run(Options("rebalance", port=srv.port, members=10, workers=1, delay_ms=delay, tag=f"{tag}warm-"))
-        for size in [largest] if only_largest else s["rebalance_sizes"]:
+        for size in large if only_large else s["rebalance_sizes"]:
             workers = 4 if size >= 100 else 1
-            repeats = s["rebalance_repeats"] if size == largest else 1
-            label = f"rebalance of {size}" + (f" ({server})" if only_largest else "")
+            repeats = s["rebalance_repeats"] if size in large else 1
+            label = f"rebalance of {size}" + (f" ({server})" if only_large else "")
 
             def options(k: int, size: int = size, workers: int = workers) -> Options:
                 return Options(
@@ -272,12 +293,12 @@ def run_rebalance(work: Path, s: dict[str, Any]) -> list[Result]:
                 )  # fmt: skip
 
             r = _repeated(label, repeats, "overhead_ms", options, missing=float("inf"))
-            r["server"] = "daemon" + (f" ({server})" if only_largest else "")
+            r["server"] = "daemon" + (f" ({server})" if only_large else "")
             results.append(r)
         return results
 
     results = _with(servers.daemon(work, name="rebalance", delay_ms=delay), lambda srv: sizes(srv, "rb-", "", False))
-    # The largest rebalance without durable storage: separates the group-metadata write from the rest.
+    # The large rebalances without durable storage: separates the group-metadata write from the rest.
     memory = servers.daemon(work, name="rebalance-mem", delay_ms=delay, storage_url="memory")
     results += _with(memory, lambda srv: sizes(srv, "rbm-", "storage memory", True))
     return results
@@ -295,6 +316,9 @@ def run_scale(work: Path, s: dict[str, Any]) -> list[Result]:
             workers=4,
             connections=64,
             form_concurrency=64,
+            # Nobody heartbeats while the groups form and the memory is read: the sessions must outlive forming
+            # them all (1,000,000 members take minutes); the daemon's group.max.session.timeout.ms allows 30 min.
+            session_ms=300_000 if s["scale_groups"] * s["scale_members"] <= 100_000 else 1_800_000,
             pid=srv.pid,
             tag="sc-",
         )
@@ -306,9 +330,8 @@ def run_scale(work: Path, s: dict[str, Any]) -> list[Result]:
     return _with(servers.daemon(work, name="scale", delay_ms=100), body)
 
 
-def run_recovery(work: Path, s: dict[str, Any]) -> list[Result]:
-    from benchmarks.bench_load import generate, prepare
-    from storage.database import SQLITE_FILE_NAME
+def run_recovery(work: Path, s: dict[str, Any], cache: Path) -> list[Result]:
+    from benchmarks.bench_load import cached_database
 
     results: list[Result] = []
     empty_dir = work / "recovery-empty"
@@ -319,10 +342,12 @@ def run_recovery(work: Path, s: dict[str, Any]) -> list[Result]:
         srv.stop()
     data_dir = work / "recovery-data"
     shutil.rmtree(data_dir, ignore_errors=True)
-    print("  generating the recovery database ...", end="", flush=True)
+    print(f"  the recovery database (generated once, kept in {cache}) ...", end="", flush=True)
     started = time.monotonic()
-    asyncio.run(prepare(data_dir))
-    counts = generate(data_dir / SQLITE_FILE_NAME, s["history_rows"], s["offsets"], s["groups"])
+    source, counts = cached_database(cache, s["history_rows"], s["offsets"], s["groups"])
+    data_dir.mkdir(parents=True)
+    for f in source.glob("coordinator.db*"):  # a copy: the daemon writes to its database
+        shutil.copyfile(f, data_dir / f.name)
     print(f" {time.monotonic() - started:.0f}s", flush=True)
     history = sum(v for k, v in counts.items() if not k.startswith("current_") and k != "log_batches")
     size_mb = sum(f.stat().st_size for f in data_dir.iterdir()) / 1e6
@@ -643,21 +668,26 @@ def _targets(by: dict[str, Result], results: list[Result]) -> list[tuple[str, st
     pg = by.get("commit max on daemon PostgreSQL")
     if pg and pg.get("rate"):
         out.append(("PostgreSQL recorded beside", f"{pg['partition_commits_rate']:,.0f} partition-commits/s", True))
-    rb = [r for r in results if r.get("label") == "rebalance of 1000"]
-    if rb and "overhead_ms" in rb[0]:
-        o = rb[0]["overhead_ms"]
-        runs = rb[0].get("runs") or [o]
-        spread = f" (median of {len(runs)}: {min(runs):,.0f}-{max(runs):,.0f})" if len(runs) > 1 else ""
-        measured = f"{o:,.0f} ms{spread}"
-        out.append(("rebalance of 1,000 members: overhead < 100 ms beyond the delays", measured, o < 100))
+    for size, limit_ms in ((1000, 50), (10_000, 1000)):  # issue #20: overhead beyond the configured delays
+        rb = [r for r in results if r.get("label") == f"rebalance of {size}"]
+        if rb and "overhead_ms" in rb[0]:
+            o = rb[0]["overhead_ms"]
+            every = rb[0].get("runs") or [o]
+            spread = f" (median of {len(every)}: {min(every):,.0f}-{max(every):,.0f})" if len(every) > 1 else ""
+            target = f"rebalance of {size:,} members: overhead < {limit_ms:,} ms beyond the delays"
+            out.append((target, f"{o:,.0f} ms{spread}", o < limit_ms))
     sc = [r for r in results if r["scenario"] == "scale" and r.get("VmRSS")]
     if sc and sc[0]["members"] >= 100_000:
-        rss = sc[0]["VmRSS"]
-        out.append(("100,000 members in 10,000 groups < 1 GiB resident", _mib(rss), rss < 1 << 30))
+        rss, members, groups = sc[0]["VmRSS"], sc[0]["members"], sc[0]["options"]["groups"]
+        limit = 3 << 30 if members >= 1_000_000 else 1 << 30  # the issue's 3 GiB for 1M; 1 GiB for 100k before
+        target = f"{members:,} members in {groups:,} groups < {_mib(limit)} resident"
+        out.append((target, f"{_mib(rss)} ({rss / members:,.0f} bytes per member)", rss < limit))
     rc = [r for r in results if r["scenario"] == "recovery"]
     if rc and rc[0]["history_rows"] >= 1_000_000:
         worst = max(r["ready_seconds"] for r in rc)
-        out.append(("recovery (1M history rows, 100k offsets) < 5 s", f"{worst:.2f} s (slowest run)", worst < 5))
+        rows, offsets = rc[0]["history_rows"], rc[0]["offsets"]
+        target = f"start-up ({rows:,} history rows, {offsets:,} offsets) < 5 s to serving"
+        out.append((target, f"{worst:.2f} s (slowest run)", worst < 5))
     return out
 
 
@@ -686,6 +716,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--render", type=Path, help="results JSON of an earlier run: only write its report again (with --notes)"
     )
+    sizes = parser.add_argument_group("sizes (defaults: issue #20's; --quick: small)")
+    sizes.add_argument("--rebalance-sizes", help="comma-separated group sizes of the rebalance scenario")
+    sizes.add_argument("--scale-groups", type=int, help="groups of the memory (scale) scenario")
+    sizes.add_argument("--scale-members", type=int, help="members per group of the memory (scale) scenario")
+    sizes.add_argument("--history-rows", type=int, help="history rows of the start-up (recovery) database")
+    sizes.add_argument("--offsets", type=int, help="committed offsets of the start-up (recovery) database")
+    sizes.add_argument("--recovery-groups", type=int, help="groups (of 5 members) of the start-up database")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "kgc-perf-cache",
+        help="where the generated start-up databases are kept between runs",
+    )
     args = parser.parse_args(argv)
     if args.render:
         earlier = json.loads(args.render.read_text())
@@ -698,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {args.out}")
         return 0
     only = [x for x in args.only.split(",") if x]
-    s = _scale(args.quick)
+    s = _sizes(args)
     servers.pin_self_to_load_core()
     meta: dict[str, Any] = {
         "intro": INTRO,
@@ -722,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
             elif name == "scale":
                 results += run_scale(work, s)
             elif name == "recovery":
-                results += run_recovery(work, s)
+                results += run_recovery(work, s, args.cache_dir)
             else:
                 parser.error(f"unknown scenario {name}")
     meta["finished"] = datetime.now(UTC).strftime("%H:%M UTC")

@@ -64,9 +64,10 @@ class _Kept(NamedTuple):
 
 
 class _Compacted:
-    __slots__ = ("count", "latest", "pending", "records")
+    __slots__ = ("count", "latest", "loaded", "pending", "records")
 
     def __init__(self) -> None:
+        self.loaded: Sequence[object] = ()  # the start-up state (``load_lazily``), not rendered yet
         self.pending: dict[Hashable, object] = {}  # key -> its newest record, not rendered yet, in arrival order
         self.records: list[list[_Kept]] = []  # per batch, in the order of the partition's batch index
         self.latest: dict[bytes, int] = {}  # key -> offset of its newest record
@@ -92,6 +93,7 @@ class OffsetsTopic:
         self.broker = broker
         self.now_ms = now_ms
         self.render = render
+        self._render_loaded: Callable[[Any], Entry] = render  # the start-up state's items (``load_lazily``)
         self.delete_retention_ms = delete_retention_ms
         self.min_compaction_records = min_compaction_records
         self.max_render = max_render
@@ -117,10 +119,14 @@ class OffsetsTopic:
             self.flush(index)
 
     def flush(self, index: int) -> None:
-        """Render and append (the ``max_render`` oldest of) the records held back for partition ``index``."""
+        """Render and append (the ``max_render`` oldest of) the records held back for partition ``index``; the
+        loaded start-up state first, all of it (``load_lazily``)."""
         if not 0 <= index < self.partitions:
             return
         state = self._state[index]
+        if state.loaded:
+            loaded, state.loaded = state.loaded, ()
+            self.append(index, [self._render_loaded(item) for item in loaded])
         held = state.pending
         if not held:
             return
@@ -144,6 +150,23 @@ class OffsetsTopic:
                 raise ValueError(f"{OFFSETS_TOPIC}-{index} is not empty: load it first")
             p.high_watermark = p.next_offset = max(end_offset - len(entries), 0)
             self.append(index, entries)
+
+    def load_lazily(
+        self, by_partition: Mapping[int, Sequence[Any]], render: Callable[[Any], Entry], end_offset: int = 0
+    ) -> None:
+        """``load`` without rendering at start-up: each partition's loaded items go to the same offsets, just below
+        ``end_offset``, but are rendered with ``render`` (and appended, all at once, before anything held back) when
+        someone first looks at the partition, as held-back records are. A daemon restarting with 1,000,000
+        committed offsets does not encode them all before it serves (tens of seconds; few deployments read the
+        topic at all); the first Fetch or ListOffsets of a partition pays for its part (1/``partitions`` of it)."""
+        for index in range(self.partitions):
+            items = by_partition.get(index, ())
+            p = self._partition(index)
+            if p.bases or p.next_offset:
+                raise ValueError(f"{OFFSETS_TOPIC}-{index} is not empty: load it first")
+            p.high_watermark = p.next_offset = max(end_offset - len(items), 0)
+            self._state[index].loaded = items
+        self._render_loaded = render
 
     def append(self, index: int, entries: Sequence[Entry]) -> None:
         """Append (key, value or None for a tombstone, timestamp ms) records to partition ``index``."""

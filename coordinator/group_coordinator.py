@@ -16,13 +16,14 @@ starts (Kafka skips unknown key versions the same way).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from .admin import GroupAdmin
 from .clock import Clock, Timer
 from .config import GroupConfig
 from .group_type import GroupDirectory
 from .groups import GroupManager
-from .offsets import OffsetManager
+from .offsets import OffsetManager, OffsetRow
 from .record_log import RecordLog
 from .records import (
     GroupMetadataRecord,
@@ -82,6 +83,11 @@ class GroupCoordinator:
             return
         else:
             log.warning("skipping a record of unknown type %s during replay", type(record).__name__)
+
+    def load_offsets(self, rows: Iterable[OffsetRow]) -> None:
+        """Replay the loaded committed offsets given as rows (``OffsetManager.load``): the same as replaying an
+        ``OffsetCommitRecord`` per row, without building them."""
+        self.offsets.load(rows)
 
     # ----------------------------------------------------------------------------------------------------- loading
     def on_loaded(self) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.admin import TopicAdmin
@@ -255,13 +256,25 @@ class App:
         p = self.broker.partition(topic, partition)
         return None if p is None else p.high_watermark
 
-    def _seed_lag(self) -> None:
+    async def _seed_lag(self, chunk: int = 10_000) -> None:
+        """Seed the lag evaluator with the loaded offsets, ``chunk`` at a time between other work. What is committed
+        meanwhile has its window already (``LagEvaluator.seed`` skips it); an offset deleted meanwhile is skipped."""
         offsets = self.coordinator.offsets
-        self.lag.seed(
-            (gid, topic, partition, o.offset, o.commit_timestamp_ms)
-            for gid in offsets.group_ids()
-            for (topic, partition), o in offsets.committed(gid).items()
-        )
+
+        def current() -> Iterator[tuple[str, str, int, int, int]]:
+            for gid in list(offsets.group_ids()):
+                committed = offsets.committed(gid)
+                for (topic, partition), o in list(committed.items()):
+                    if committed.get((topic, partition)) is o:
+                        yield gid, topic, partition, o.offset, o.commit_timestamp_ms
+
+        entries = current()
+        while True:
+            part = list(islice(entries, chunk))
+            if not part:
+                return
+            self.lag.seed(part)
+            await asyncio.sleep(0)
 
     @property
     def port(self) -> int:
@@ -299,17 +312,21 @@ class App:
                 max_line_size=self.settings.http.max_request_line_bytes,
                 ssl_context=self.http_tls.context if self.http_tls is not None else None,
             )
-        # Durable logs (SqlRecordLog) return the stored state records; replay them before anything runs.
-        loaded = await self.record_log.load()
-        # __consumer_offsets is rendered from the loaded state, its offsets ending at the stored log's position (so
-        # that they only grow across restarts), before on_loaded, whose records come after the loaded state
+        # Durable logs (SqlRecordLog) return the stored state records; replay them before anything runs. The
+        # committed offsets come as rows (``load_state``: no record object per offset, 1,000,000 at a time).
+        load_state = getattr(self.record_log, "load_state", None)
+        loaded, offsets = await load_state() if load_state is not None else (await self.record_log.load(), ())
+        # __consumer_offsets is given the loaded state (rendered per partition when first read), its offsets ending
+        # at the stored log's position (so that they only grow across restarts), before on_loaded, whose records
+        # come after the loaded state
         last_position = getattr(self.record_log, "last_position", None)
         end_offset = await last_position() if last_position is not None else 0
         for record in loaded:
             self.coordinator.replay(record)
-        replayed = len(loaded)
-        self.offsets_renderer.load(loaded, end_offset)
-        del loaded
+        self.coordinator.load_offsets(offsets)
+        replayed = len(loaded) + len(offsets)
+        self.offsets_renderer.load(loaded, end_offset, offsets)
+        del loaded, offsets
         self.coordinator.on_loaded()
         await self._load_acls()
         if self.data is not None:
@@ -319,7 +336,9 @@ class App:
         self.broker.start()  # records the topics not stored yet (configured ones), then every new one
         await self._load_users()
         self._background.append(asyncio.get_running_loop().create_task(self._expire_producers()))
-        self._seed_lag()  # the loaded offsets start the status windows (their lag then is unknown)
+        # The loaded offsets start the lag status windows (their lag then unknown), in the background: 1,000,000
+        # windows are seconds of work that serving does not wait for (a partition's status is unknown until then).
+        self._background.append(asyncio.get_running_loop().create_task(self._seed_lag()))
         self.loaded = True
         self._start_history_pruning()
         interval_ms = self.settings.topics.log_retention_check_interval_ms

@@ -239,13 +239,22 @@ class LagEvaluator:
         """Start windows from loaded offsets ``(group, topic, partition, offset, commit time)``, lag unknown: the
         history of commits before a restart is not loaded (see the module docstring)."""
         now = self._now_ms()
+        ends: dict[tuple[str, int], int | None] = {}  # log end per partition, looked up once per call
+        groups = self._groups
+        intervals = self.rules.intervals
         for group_id, topic, partition, offset, timestamp_ms in committed:
-            windows = self._groups.setdefault(group_id, {})
-            if (topic, partition) in windows:
+            windows = groups.get(group_id)
+            if windows is None:
+                windows = groups[group_id] = {}
+            key = (topic, partition)
+            if key in windows:
                 continue
-            w = windows[(topic, partition)] = _Window(self.rules.intervals)
+            w = windows[key] = _Window(intervals)
             w.samples.append(CommitSample(offset, timestamp_ms, None))
-            end = self._log_end(topic, partition)
+            if key in ends:
+                end = ends[key]
+            else:
+                end = ends[key] = self._log_end(topic, partition)
             if end is not None and end <= offset:
                 w.caught_up_ms = now
 

@@ -17,15 +17,18 @@ becomes one record of the group's partition, ``abs(javaHashCode(group_id)) % off
 A durable record costs one dict update (``OffsetsTopic.add`` holds it back under its key); it is encoded when a
 reader looks at its partition, together with the others held back (one record batch), and only the newest record
 of a key is. No lookup of group state, nothing on the heartbeat path (heartbeats write no records); history records
-are ignored. At start-up ``load`` renders the loaded current state - one record per live key, as a compacted topic
-holds them.
+are ignored. At start-up ``load`` gives the topic the loaded current state - one record per live key, as a
+compacted topic holds them - which it renders per partition when that partition is first read
+(``OffsetsTopic.load_lazily``); the loaded offsets come as rows (``coordinator.offsets.OffsetRow``), not records.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from broker.offsets_topic import Entry, OffsetsTopic
+from coordinator.offsets import OffsetRow
 from coordinator.records import (
     GroupMetadataRecord,
     GroupTombstone,
@@ -68,6 +71,18 @@ def render(record: Record) -> Entry | None:
     return None
 
 
+def render_offset_row(row: OffsetRow) -> Entry:
+    """``render`` of the ``OffsetCommitRecord`` whose fields ``row`` holds."""
+    group_id, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, _member, _generation = row
+    value = offset_commit_value(offset, epoch, metadata, commit_ms, expire_ms)
+    return offset_commit_key(group_id, topic, partition), value, commit_ms
+
+
+def _render_loaded(item: Any) -> Entry:
+    """What ``OffsetsTopicRenderer.load`` hands over: a state record, or an offset row."""
+    return render_state(item) if type(item) in OffsetsTopicRenderer.durable_types else render_offset_row(item)
+
+
 def render_state(record: Record) -> Entry:
     """``render`` for a state record (what ``OffsetsTopicRenderer`` gives ``OffsetsTopic.add``)."""
     entry = render(record)
@@ -100,10 +115,25 @@ class OffsetsTopicRenderer:
             elif isinstance(record, GroupMetadataRecord | GroupTombstone):
                 add(self._partition(record.group_id), (record.group_id,), record)
 
-    def load(self, records: Iterable[Record], end_offset: int = 0) -> None:
+    def load(self, records: Iterable[Record], end_offset: int = 0, offsets: Iterable[OffsetRow] = ()) -> None:
         """The loaded current state (before anything else is rendered): one record per live key, just below
-        ``end_offset`` in each partition (``OffsetsTopic.load``)."""
-        self.topic.load(self._by_partition(records), end_offset)
+        ``end_offset`` in each partition, the state ``records`` first, then the ``offsets`` rows; rendered when a
+        partition is first read (``OffsetsTopic.load_lazily``)."""
+        by_partition: dict[int, list[Any]] = {}
+
+        def add(index: int, item: Any) -> None:
+            found = by_partition.get(index)
+            if found is None:
+                by_partition[index] = [item]
+            else:
+                found.append(item)
+
+        for record in records:
+            if type(record) in self.durable_types:  # history records are not in the topic
+                add(self._partition(record.group_id), record)
+        for row in offsets:
+            add(self._partition(row[0]), row)
+        self.topic.load_lazily(by_partition, _render_loaded, end_offset)
 
     def _partition(self, group_id: str) -> int:
         found = self._partition_of.get(group_id)
@@ -112,17 +142,3 @@ class OffsetsTopicRenderer:
                 self._partition_of.clear()
             found = self._partition_of[group_id] = partition_for(group_id, self.partitions)
         return found
-
-    def _by_partition(self, records: Iterable[Record]) -> dict[int, list[Entry]]:
-        by_partition: dict[int, list[Entry]] = {}
-        for record in records:
-            entry = render(record)
-            if entry is None:
-                continue
-            index = self._partition(record.group_id)
-            found = by_partition.get(index)
-            if found is None:
-                by_partition[index] = [entry]
-            else:
-                found.append(entry)
-        return by_partition

@@ -81,6 +81,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from broker.partitions import PartitionSnapshot, StoredBatch, StoredTail
 from broker.producers import BATCHES_TO_RETAIN, StoredProducerBatch
 from broker.records import BatchAppended, LogStartAdvanced, ProducerIdsAllocated, TopicCreated, TopicDeleted
+from coordinator.offsets import OffsetRow
 from coordinator.record_log import OnDone, WriteFailure
 from coordinator.records import MemberMetadata, OffsetCommitRecord, StateRecord
 from security.credential_records import ScramCredentialSet
@@ -458,11 +459,19 @@ class SqlRecordLog:
 
     async def load(self) -> list[StateRecord]:
         """The state records to replay, from the current-state snapshot: groups (log order), then offsets."""
+        groups, offsets = await self.load_state()
+        return [*groups, *(OffsetCommitRecord(*row) for row in offsets)]
+
+    async def load_state(self) -> tuple[list[StateRecord], Sequence[OffsetRow]]:
+        """``load`` without a record object per committed offset: the group records (log order), and the current
+        offsets as ``OffsetRow`` tuples in (group, topic, partition) order, read through the driver in one call (the
+        start-up of a database with 1,000,000 offsets; ``GroupCoordinator.load_offsets`` replays them)."""
         try:
             async with self.engine.connect() as conn:
                 if self._dialect == "postgresql":  # one snapshot for the three reads, even if someone writes
                     await conn.execution_options(isolation_level="REPEATABLE READ")
-                return await _load(conn)
+                groups = await _load_groups(conn)  # begins the transaction the offsets are read in
+                return groups, await _offset_rows(conn)
         except Exception as e:
             raise StorageError(f"cannot load the coordinator state: {describe(e)}") from e
 
@@ -631,7 +640,7 @@ class SqlRecordLog:
         return StorageQueries(self.engine)
 
 
-async def _load(conn: AsyncConnection) -> list[StateRecord]:
+async def _load_groups(conn: AsyncConnection) -> list[StateRecord]:
     members: dict[str, list[MemberMetadata]] = {}
     gm = table(m.CurrentGroupMember)
     for row in await conn.execute(select(gm).order_by(gm.c.group_id, gm.c.member_index)):
@@ -640,26 +649,29 @@ async def _load(conn: AsyncConnection) -> list[StateRecord]:
     g = table(m.CurrentGroup)
     for row in await conn.execute(select(g).order_by(g.c.position)):
         out.append(group_record_from_row(row, members.get(row.group_id, ())))
-    o = table(m.CurrentOffset)
-    result = await conn.execute(
-        select(
-            o.c.group_id,
-            o.c.topic,
-            o.c.partition_index,
-            o.c.committed_offset,
-            o.c.leader_epoch,
-            o.c.commit_metadata,
-            o.c.commit_timestamp_ms,
-            o.c.expire_timestamp_ms,
-            o.c.member_id,
-            o.c.generation_id,
-        ).order_by(o.c.group_id, o.c.topic, o.c.partition_index)
-    )
-    out.extend(
-        OffsetCommitRecord(group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation)
-        for group, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, member, generation in result
-    )
     return out
+
+
+_OFFSET_ROWS_SQL = (
+    "SELECT group_id, topic, partition_index, committed_offset, leader_epoch, commit_metadata, commit_timestamp_ms, "
+    "expire_timestamp_ms, member_id, generation_id FROM current_offsets ORDER BY group_id, topic, partition_index"
+)
+
+
+async def _offset_rows(conn: AsyncConnection) -> Sequence[OffsetRow]:
+    """Every current offset as an ``OffsetRow``, fetched by the driver in one call: SQLAlchemy's result rows cost
+    several microseconds each (1,000,000 offsets: seconds of start-up). asyncpg's records unpack like the tuples."""
+    raw = await conn.get_raw_connection()
+    driver: Any = raw.driver_connection
+    if conn.dialect.name == "postgresql":
+        rows: Sequence[OffsetRow] = await driver.fetch(_OFFSET_ROWS_SQL)  # inside the transaction begun above
+        return rows
+    cursor = await driver.execute(_OFFSET_ROWS_SQL)
+    try:
+        rows = await cursor.fetchall()
+    finally:
+        await cursor.close()
+    return rows
 
 
 _BATCH_COLUMNS = "producer_id, producer_epoch, base_sequence, base_offset, last_offset, max_timestamp_ms, appended_ms"

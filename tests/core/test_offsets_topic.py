@@ -6,6 +6,7 @@ checked against a Java ``String.hashCode`` written here, with values Java gives.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Any
 
@@ -369,6 +370,32 @@ def test_load_renders_one_record_per_live_key() -> None:
     assert env.records("g1")[-1][0] == 10_000
     with pytest.raises(ValueError, match="not empty"):
         env.renderer.load([], end_offset=20_000)
+
+
+def test_load_renders_a_partition_when_it_is_first_read_as_an_eager_load_would() -> None:
+    """Start-up gives the topic the loaded state (offsets as rows) without rendering it; the first look at a
+    partition renders its part: the same records at the same offsets as rendering them all at once, and a commit
+    made before that look still lands after them."""
+    eager, lazy = Env(), Env()
+    state = [
+        commit(f"g{g}", "t", p, g * 100 + p, eager.now, leader_epoch=3, meta="x") for g in range(40) for p in range(30)
+    ]
+    by_partition: dict[int, list[Any]] = {}
+    for record in state:
+        by_partition.setdefault(kafka_partition(record.group_id), []).append(render_state(record))
+    eager.topic.load(by_partition, end_offset=5_000)
+    lazy.renderer.load([], end_offset=5_000, offsets=[dataclasses.astuple(r) for r in state])
+    assert sum(lazy.topic.records_held(i) for i in range(50)) == 0  # nothing rendered yet
+    lazy.commit("g0", "t", 0, 999_999)  # durable before anyone looked
+    for index in range(50):
+        expected = decode_partition(eager.broker, index)
+        got = decode_partition(lazy.broker, index)
+        if index == kafka_partition("g0"):
+            assert got[:-1] == expected and got[-1][0] == 5_000 and parse_key(got[-1][2])[1:] == ("g0", "t", 0)
+        else:
+            assert got == expected
+            e, g = eager.broker.partition(OFFSETS_TOPIC, index), lazy.broker.partition(OFFSETS_TOPIC, index)
+            assert e is not None and g is not None and (g.high_watermark, g.next_offset) == (e.high_watermark, 5_000)
 
 
 def test_the_internal_topic_is_reserved() -> None:

@@ -102,6 +102,33 @@ def test_replay_of_the_log_rebuilds_the_same_groups_and_offsets() -> None:
     assert fresh.groups.group("stable").state is GroupState.STABLE  # type: ignore[union-attr]
 
 
+def test_loading_offset_rows_rebuilds_what_replaying_their_records_does() -> None:
+    """Start-up reads the current offsets as rows (``GroupCoordinator.load_offsets``): with the group records
+    replayed, the rows of the live offsets rebuild the same groups and offsets, simple groups included."""
+    env, coord = make_coordinator()
+    g = form_stable_group(env, "consumers", 2, protocols=[("range", subscription("t"))])
+    commit(coord, "consumers", ("t", 0, 10), ("t", 1, 11), generation=g.generation, member_id=g.leader)
+    commit(coord, "simple", ("a", 0, 1), ("a", 1, 2))
+    commit(coord, "simple", ("a", 0, 4), version=2, retention_ms=1_000_000)
+    commit(coord, "other", ("b", 3, 7))
+    live = snapshot(coord)
+    rows = [
+        (gid, topic, partition, o.offset, o.leader_epoch, o.metadata, o.commit_timestamp_ms, o.expire_timestamp_ms,
+         "", -1)
+        for gid in sorted(coord.offsets.group_ids())
+        for (topic, partition), o in sorted(coord.offsets.committed(gid).items())
+    ]  # fmt: skip
+    assert len(rows) == 5
+    _, fresh = make_coordinator(start_ms=env.now())
+    for record in env.log.records:
+        if not isinstance(record, OffsetCommitRecord | OffsetTombstone):
+            fresh.replay(record)
+    fresh.load_offsets(rows)
+    fresh.on_loaded()
+    assert snapshot(fresh) == live
+    assert fresh.groups.group("simple") is not None and fresh.groups.group("other") is not None
+
+
 def test_rebalance_in_progress_is_not_persisted() -> None:
     """After a reload a group reverts to its last persisted generation (§10.3)."""
     env, _ = make_coordinator()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from heapq import heapify, heappop, heappush
+from itertools import count
 from typing import TypeVar
 
 from coordinator.clock import TimerOp
@@ -21,34 +23,44 @@ T = TypeVar("T")
 
 
 class _Entry:
-    """One scheduled key: the op and its deadline, and the loop handle armed for ``armed_at`` (<= deadline)."""
+    """One scheduled key: the op and its deadline, and the deadline its heap item is armed for (<= deadline; ``inf``
+    once fired: its op is on its way, ``AsyncioTimer._fire``)."""
 
-    __slots__ = ("armed_at", "deadline", "handle", "op")
+    __slots__ = ("armed_at", "deadline", "op")
 
     def __init__(self, deadline: float, op: TimerOp) -> None:
         self.deadline = deadline
         self.armed_at = deadline
         self.op = op
-        self.handle: asyncio.TimerHandle | None = None
+
+
+_FIRED = float("inf")
 
 
 class AsyncioTimer:
-    """The core's keyed timer on the running loop, with lazy deadlines.
+    """The core's keyed timer on the running loop, with lazy deadlines, on one loop timer.
 
-    Re-scheduling a key to a later deadline (a session re-armed by an OffsetCommit or a completed sync) only stores
-    the new deadline and op; the loop handle armed for the earlier deadline stays, and when it fires it sees the
-    deadline moved and re-arms once for it, instead of a cancel + ``call_later`` per re-schedule. An earlier
-    deadline re-arms at once. (Heartbeats do not call the timer at all: the core moves the member's session
-    deadline and its session timer re-schedules itself when it fires early, ``GroupManager._expire_member``.)
-    Observable behaviour is unchanged: the op of the last ``schedule`` runs at its deadline, never an old op.
+    The keys wait in a heap of ``(armed deadline, sequence, key, entry)``; one loop handle is armed for the earliest
+    and fires every key that is due. (A loop handle per key cost ~700 bytes per group member for its session timer:
+    uvloop's handle, its libuv timer, its arguments; a heap item is a 4-tuple.) Re-scheduling a key to a later
+    deadline (a session re-armed by an OffsetCommit or a completed sync) only stores the new deadline and op: its heap
+    item stays, and when it comes up it sees the deadline moved and goes back in once for it. An earlier deadline
+    pushes a new item at once; the older item, like that of a cancelled key, is skipped when it comes up (and the
+    heap is rebuilt when such items outnumber the live ones). (Heartbeats do not call the timer at all: the core
+    moves the member's session deadline and its session timer re-schedules itself when it fires early,
+    ``GroupManager._expire_member``.) Observable behaviour: the op of the last ``schedule`` runs at its deadline,
+    never an old op.
     """
 
-    # A handle may fire up to the loop's clock resolution early; a deadline closer than this counts as due.
     _EARLY_S = 0.001
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop
         self._entries: dict[str, _Entry] = {}
+        self._heap: list[tuple[float, int, str, _Entry]] = []
+        self._sequence = count()
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = _FIRED  # when the loop handle fires (inf: none armed)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -64,18 +76,16 @@ class AsyncioTimer:
             entry.op = op
             entry.deadline = deadline
             if deadline >= entry.armed_at:
-                return  # the armed handle fires first and re-arms for the new deadline
-            if entry.handle is not None:  # None: it fired and its op is deferred (``_fire``); re-arm
-                entry.handle.cancel()
+                return  # its heap item comes up first and goes back in for the new deadline
         else:
             entry = self._entries[key] = _Entry(deadline, op)
         entry.armed_at = deadline
-        entry.handle = loop.call_at(deadline, self._fire, key, entry)
+        heappush(self._heap, (deadline, next(self._sequence), key, entry))
+        if deadline < self._handle_at:
+            self._arm(deadline)
 
     def cancel(self, key: str) -> None:
-        entry = self._entries.pop(key, None)
-        if entry is not None and entry.handle is not None:
-            entry.handle.cancel()
+        self._entries.pop(key, None)  # its heap item is skipped when it comes up
 
     def is_scheduled(self, key: str) -> bool:
         return key in self._entries
@@ -84,40 +94,60 @@ class AsyncioTimer:
         return len(self._entries)
 
     def cancel_all(self) -> None:
-        for entry in self._entries.values():
-            if entry.handle is not None:
-                entry.handle.cancel()
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle, self._handle_at = None, _FIRED
         self._entries.clear()
+        self._heap.clear()
 
-    def _fire(self, key: str, entry: _Entry) -> None:
-        if self._entries.get(key) is not entry:
-            return  # cancelled (or cancelled and scheduled anew) after this handle was armed
+    def _arm(self, at: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle_at = at
+        self._handle = self.loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        """Every key that is due: a pushed-back one goes back in for its deadline, the others' ops are deferred."""
+        self._handle, self._handle_at = None, _FIRED
         loop = self.loop
-        if entry.deadline - loop.time() > self._EARLY_S:
-            entry.armed_at = entry.deadline
-            entry.handle = loop.call_at(entry.deadline, self._fire, key, entry)
-            return
-        # The op runs only after the loop has polled for I/O once more, so a heartbeat that arrived while the loop
-        # was busy (it sits unread in the socket buffer) is read - and moves the session deadline - before the
-        # session op decides. uvloop (libuv) runs due timers *before* it polls, then the call_soon callbacks (idle
-        # phase), then polls: one call_soon hop would still run before the poll, so the op is deferred twice (a
-        # callback queued while the ready queue runs waits for the next iteration, after its poll; asyncio polls
-        # before it runs timers, so there the hops only cost two iterations). The op re-validates on arrival.
-        entry.armed_at = float("inf")  # a schedule() meanwhile must re-arm, this handle has fired
-        entry.handle = None
-        loop.call_soon(self._defer, key, entry)
+        heap, entries = self._heap, self._entries
+        due = loop.time() + self._EARLY_S
+        while heap and heap[0][0] <= due:
+            at, _, key, entry = heappop(heap)
+            if entries.get(key) is not entry or entry.armed_at != at:
+                continue  # cancelled, replaced, or re-armed for an earlier deadline (its newer item ran or runs)
+            if entry.deadline > due:
+                entry.armed_at = entry.deadline
+                heappush(heap, (entry.deadline, next(self._sequence), key, entry))
+                continue
+            # The op runs only after the loop has polled for I/O once more, so a heartbeat that arrived while the
+            # loop was busy (it sits unread in the socket buffer) is read - and moves the session deadline - before
+            # the session op decides. uvloop (libuv) runs due timers *before* it polls, then the call_soon callbacks
+            # (idle phase), then polls: one call_soon hop would still run before the poll, so the op is deferred
+            # twice (a callback queued while the ready queue runs waits for the next iteration, after its poll;
+            # asyncio polls before it runs timers, so there the hops only cost two iterations). The op re-validates
+            # on arrival.
+            entry.armed_at = _FIRED  # a schedule() meanwhile must push a new item
+            loop.call_soon(self._defer, key, entry)
+        if len(heap) > 2 * len(entries) + 1024:  # mostly stale items (cancelled keys): keep the live ones
+            heap[:] = [item for item in heap if entries.get(item[2]) is item[3] and item[3].armed_at == item[0]]
+            heapify(heap)
+        if heap:
+            self._arm(heap[0][0])
 
     def _defer(self, key: str, entry: _Entry) -> None:
         if self._entries.get(key) is entry:
             self.loop.call_soon(self._run, key, entry)
 
     def _run(self, key: str, entry: _Entry) -> None:
-        if self._entries.get(key) is not entry or entry.handle is not None:
-            return  # cancelled, replaced, or re-armed for an earlier deadline meanwhile (that handle runs it)
+        if self._entries.get(key) is not entry or entry.armed_at != _FIRED:
+            return  # cancelled, replaced, or re-armed for an earlier deadline meanwhile (that item runs it)
         loop = self.loop
         if entry.deadline - loop.time() > self._EARLY_S:  # pushed back while deferred
             entry.armed_at = entry.deadline
-            entry.handle = loop.call_at(entry.deadline, self._fire, key, entry)
+            heappush(self._heap, (entry.deadline, next(self._sequence), key, entry))
+            if entry.deadline < self._handle_at:
+                self._arm(entry.deadline)
             return
         # Forget the key before the op runs, because the op may schedule the same key again.
         del self._entries[key]

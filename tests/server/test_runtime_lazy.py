@@ -70,3 +70,17 @@ async def test_cancel_all_forgets_everything() -> None:
     timer.schedule("marker", 50, done.set)
     await asyncio.wait_for(done.wait(), 5)
     assert fired == []
+
+
+async def test_one_loop_timer_serves_every_key_and_cancelled_keys_do_not_pile_up() -> None:
+    timer = AsyncioTimer()
+    fired: list[int] = []
+    done = asyncio.Event()
+    for i in range(3_000):
+        timer.schedule(f"k{i}", 10 + i % 7, lambda i=i: fired.append(i))
+    for i in range(0, 3_000, 2):
+        timer.cancel(f"k{i}")
+    timer.schedule("marker", 150, done.set)
+    await asyncio.wait_for(done.wait(), 5)
+    assert sorted(fired) == list(range(1, 3_000, 2))  # every live key once, no cancelled one
+    assert len(timer) == 0 and len(timer._heap) == 0  # every item (stale ones too) is gone

@@ -603,7 +603,8 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
         add("")
         r0 = rc[0]
         add(
-            f"SQLite database from `benchmarks.bench_load`'s generator: {r0['history_rows']:,} history rows, "
+            f"SQLite database from `benchmarks.bench_load.generate_sql` (generated inside SQLite once, cached, copied "
+            f"per run): {r0['history_rows']:,} history rows, "
             f"{r0['offsets']:,} current offsets, {r0['groups']:,} groups of 5 members ({r0['db_mb']:.0f} MB). Time "
             "from spawning `python -m daemon serve` to the first answered ApiVersions; the same on an empty "
             f"database: {r0['empty_ready_seconds']:.2f} s (interpreter and imports)."

@@ -52,10 +52,23 @@ def sync_key(group_id: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ session timers
+class _ExpireMember:
+    """``expire_member`` bound to one member: 56 bytes, where a ``partial`` takes 208 (itself, its argument tuple and
+    an empty keywords dict), once per group member (1,000,000 members: 145 MB)."""
+
+    __slots__ = ("group", "member_id", "shard")
+
+    def __init__(self, shard: ClassicGroups, group: ClassicGroup, member_id: str) -> None:
+        self.shard, self.group, self.member_id = shard, group, member_id
+
+    def __call__(self) -> None:
+        expire_member(self.shard, self.group, self.member_id)
+
+
 def track(shard: ClassicGroups, group: ClassicGroup, member: Member) -> None:
     """Build the member's timer key and expiry operation once, so heartbeats allocate nothing."""
     member.heartbeat_key = heartbeat_key(group.group_id, member.member_id)
-    member.expire_op = partial(expire_member, shard, group, member.member_id)
+    member.expire_op = _ExpireMember(shard, group, member.member_id)
 
 
 def schedule_session(shard: ClassicGroups, member: Member, timeout_ms: int | None = None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import Callable, Iterator
 from itertools import islice
@@ -314,19 +315,16 @@ class App:
             )
         # Durable logs (SqlRecordLog) return the stored state records; replay them before anything runs. The
         # committed offsets come as rows (``load_state``: no record object per offset, 1,000,000 at a time).
-        load_state = getattr(self.record_log, "load_state", None)
-        loaded, offsets = await load_state() if load_state is not None else (await self.record_log.load(), ())
-        # __consumer_offsets is given the loaded state (rendered per partition when first read), its offsets ending
-        # at the stored log's position (so that they only grow across restarts), before on_loaded, whose records
-        # come after the loaded state
-        last_position = getattr(self.record_log, "last_position", None)
-        end_offset = await last_position() if last_position is not None else 0
-        for record in loaded:
-            self.coordinator.replay(record)
-        self.coordinator.load_offsets(offsets)
-        replayed = len(loaded) + len(offsets)
-        self.offsets_renderer.load(loaded, end_offset, offsets)
-        del loaded, offsets
+        # The load allocates millions of objects that live as long as the daemon: with the collector on, each young
+        # collection promotes them and the older ones scan them again and again (1,000,000 offsets: replaying them
+        # 4.1 -> 0.65 s CPU without it). ``tune_gc`` freezes them once serving.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            replayed = await self._load_state()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
         self.coordinator.on_loaded()
         await self._load_acls()
         if self.data is not None:
@@ -355,6 +353,23 @@ class App:
             k.node_id, host, port, self.settings.http.listen or "off", len(self.topics), replayed,
             type(self.record_log).__name__,
         )  # fmt: skip
+
+    async def _load_state(self) -> int:
+        """Replay the stored state (``start``); returns the number of state records and offsets replayed."""
+        load_state = getattr(self.record_log, "load_state", None)
+        loaded, offsets = await load_state() if load_state is not None else (await self.record_log.load(), ())
+        # __consumer_offsets is given the loaded state (rendered per partition when first read), its offsets ending
+        # at the stored log's position (so that they only grow across restarts), before on_loaded, whose records
+        # come after the loaded state
+        last_position = getattr(self.record_log, "last_position", None)
+        end_offset = await last_position() if last_position is not None else 0
+        for record in loaded:
+            self.coordinator.replay(record)
+        self.coordinator.load_offsets(offsets)
+        replayed = len(loaded) + len(offsets)
+        self.offsets_renderer.load(loaded, end_offset, offsets)
+        del loaded, offsets
+        return replayed
 
     async def _load_acls(self) -> None:
         """The stored ACLs into the authorizer's index; CreateAcls / DeleteAcls write through the store from now on."""

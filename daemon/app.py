@@ -336,7 +336,8 @@ class App:
         self._background.append(asyncio.get_running_loop().create_task(self._expire_producers()))
         # The loaded offsets start the lag status windows (their lag then unknown), in the background: 1,000,000
         # windows are seconds of work that serving does not wait for (a partition's status is unknown until then).
-        self._background.append(asyncio.get_running_loop().create_task(self._seed_lag()))
+        self.lag_seeded = asyncio.get_running_loop().create_task(self._seed_lag())  # done: every window seeded
+        self._background.append(self.lag_seeded)
         self.loaded = True
         self._start_history_pruning()
         interval_ms = self.settings.topics.log_retention_check_interval_ms

@@ -38,6 +38,7 @@ async def test_commits_feed_the_evaluator_and_a_restart_seeds_it(tmp_path: Path)
     app = await App.open(settings)
     await app.start()
     try:
+        await app.lag_seeded  # the loaded offsets seed the windows in the background, after the listeners open
         ev = app.lag.evaluate("g")
         assert ev.status is GroupStatus.OK
         [p] = ev.partitions

@@ -469,20 +469,13 @@ def _f(value: Any, digits: int = 1) -> str:
     return f"{value:,.{digits}f}"
 
 
-def render(results: list[Result], meta: dict[str, Any]) -> str:
-    lines = [BEGIN, "", "## The data path", ""]
+def produce_tables(results: list[Result], level: str = "###") -> list[str]:
+    """The durable-produce and fetch tables of ``results`` (also in ``benchmarks.run``'s report)."""
+    lines: list[str] = []
     add = lines.append
-    add(
-        f"Measured {meta['started']} -> {meta['finished']} ({'quick' if meta['quick'] else 'full'}) on: "
-        f"{meta['machine']}; load average before/after: {meta['load_before']} / "
-        f"{meta['load_after']}. Command: `{meta['command']}` (`benchmarks/data_path.py`, client processes in "
-        "`benchmarks/data_clients.py`, the wire-level producer and consumer and the baselines in "
-        "`benchmarks/data_raw.py`). The daemon runs on core 0, every client on core 1."
-    )
-    add("")
     prod = [r for r in results if r["scenario"] == "produce"]
     if prod:
-        add("### Durable produce (acks=all) against bare writers on the same disk")
+        add(f"{level} Durable produce (acks=all) against bare writers on the same disk")
         add("")
         add(
             "A wire-level producer (prebuilt Produce v9 frames, one uncompressed batch per request, 4 connections x 4 "
@@ -513,7 +506,7 @@ def render(results: list[Result], meta: dict[str, Any]) -> str:
         add("")
     fetch = [r for r in results if r["scenario"] == "fetch"]
     if fetch:
-        add("### Fetch from the store")
+        add(f"{level} Fetch from the store")
         add("")
         add(
             "The topic the produce run filled, read from offset 0 to the high watermark of every partition by one "
@@ -529,6 +522,21 @@ def render(results: list[Result], meta: dict[str, Any]) -> str:
                 f"{r['requests']} |"
             )
         add("")
+    return lines
+
+
+def render(results: list[Result], meta: dict[str, Any]) -> str:
+    lines = [BEGIN, "", "## The data path", ""]
+    add = lines.append
+    add(
+        f"Measured {meta['started']} -> {meta['finished']} ({'quick' if meta['quick'] else 'full'}) on: "
+        f"{meta['machine']}; load average before/after: {meta['load_before']} / "
+        f"{meta['load_after']}. Command: `{meta['command']}` (`benchmarks/data_path.py`, client processes in "
+        "`benchmarks/data_clients.py`, the wire-level producer and consumer and the baselines in "
+        "`benchmarks/data_raw.py`). The daemon runs on core 0, every client on core 1."
+    )
+    add("")
+    lines += produce_tables(results)
     lat = [r for r in results if r["scenario"] == "latency"]
     if lat:
         add("### Produce-to-consume latency")

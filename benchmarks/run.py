@@ -30,7 +30,7 @@ from typing import Any
 from benchmarks import load, servers
 from benchmarks.load import Options
 
-ALL = ("heartbeat", "commit", "rebalance", "scale", "recovery")
+ALL = ("heartbeat", "commit", "rebalance", "scale", "recovery", "produce")
 Result = dict[str, Any]
 
 
@@ -54,6 +54,7 @@ def _scale(quick: bool) -> dict[str, Any]:
             "history_rows": 20_000,
             "offsets": 2_000,
             "groups": 100,
+            "quick": True,
         }
     return {
         "duration": 8.0,
@@ -76,6 +77,7 @@ def _scale(quick: bool) -> dict[str, Any]:
         "history_rows": 10_000_000,
         "offsets": 1_000_000,
         "groups": 10_000,
+        "quick": False,
     }
 
 
@@ -381,6 +383,14 @@ def run_recovery(work: Path, s: dict[str, Any], cache: Path) -> list[Result]:
 # ------------------------------------------------------------------------------------------------ the document
 
 
+def run_produce(work: Path, s: dict[str, Any], pg_url: str | None) -> list[Result]:
+    """Durable produce against the bare append-and-fsync writer and bare SQLite/PostgreSQL on the same disk, and
+    fetch from the store: ``benchmarks.data_path``'s produce scenario (its sizes: 1 KiB x 16 and 100 KiB x 1)."""
+    from benchmarks import data_path  # it imports this module
+
+    return data_path.run_produce(work, data_path._scale(s["quick"]), pg_url)
+
+
 def _cmd(args: list[str]) -> str:
     try:
         return subprocess.run(args, capture_output=True, text=True, timeout=10).stdout.strip()
@@ -615,6 +625,10 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
         for r in rc:
             add(f"| {r['label']} | {r['ready_seconds']:.2f} | {_mib(r.get('VmRSS'))} |")
         add("")
+    if any(r["scenario"] in ("produce", "fetch") for r in results):
+        from benchmarks import data_path
+
+        lines += data_path.produce_tables(results, level="##")
     if before:
         add("## Before / after the optimisations (same scenarios)")
         add("")
@@ -689,6 +703,15 @@ def _targets(by: dict[str, Result], results: list[Result]) -> list[tuple[str, st
         rows, offsets = rc[0]["history_rows"], rc[0]["offsets"]
         target = f"start-up ({rows:,} history rows, {offsets:,} offsets) < 5 s to serving"
         out.append((target, f"{worst:.2f} s (slowest run)", worst < 5))
+    for r in results:  # issue #20: durable produce >= 70 % of the bare append-and-fsync writer at 100 KiB batches
+        if r["scenario"] == "produce" and r["size"] == 102_400:
+            each = ", ".join(f"{x['mb_per_s'] / x['file']['mb_per_s']:.0%}" for x in r.get("runs", []))
+            target = f"durable produce ({r['store']}) >= 70 % of the bare append-and-fsync writer at 100 KiB batches"
+            measured = (
+                f"{r['ratio_file']:.0%}: {r['mb_per_s']:.1f} vs {r['file_mb_per_s']:.1f} MB/s (medians; each run: "
+                f"{each})"
+            )
+            out.append((target, measured, r["ratio_file"] >= 0.7))
     return out
 
 
@@ -767,6 +790,8 @@ def main(argv: list[str] | None = None) -> int:
                 results += run_scale(work, s)
             elif name == "recovery":
                 results += run_recovery(work, s, args.cache_dir)
+            elif name == "produce":
+                results += run_produce(work, s, args.pg_url)
             else:
                 parser.error(f"unknown scenario {name}")
     meta["finished"] = datetime.now(UTC).strftime("%H:%M UTC")

@@ -57,3 +57,27 @@ def test_the_commit_latency_target_holds_only_when_every_run_holds() -> None:
     assert verdict([3.1, 4.2, 2.9, 4.9, 3.3])
     assert not verdict([3.1, 4.2, 2.9, 5.2, 3.3])  # the median run holds, one run does not
     assert not verdict([3.1, 4.2, None, 4.0, 3.3])  # a run without answers
+
+
+def test_the_produce_target_compares_the_100_kib_run_with_the_bare_file_writer() -> None:
+    def row(size: int, mb: float, file_mb: float) -> dict[str, object]:
+        run = {"mb_per_s": mb, "file": {"mb_per_s": file_mb}}
+        return {
+            "label": f"produce {size} on SQLite",
+            "scenario": "produce",
+            "store": "SQLite",
+            "size": size,
+            "mb_per_s": mb,
+            "file_mb_per_s": file_mb,
+            "ratio_file": mb / file_mb,
+            "runs": [run],
+        }
+
+    small, large = row(1024, 10.0, 100.0), row(102_400, 71.0, 100.0)
+    targets = [t for t in _targets({}, [small, large]) if "append-and-fsync" in t[0]]
+    assert [(t[0], t[2]) for t in targets] == [
+        ("durable produce (SQLite) >= 70 % of the bare append-and-fsync writer at 100 KiB batches", True)
+    ]
+    assert "71%" in targets[0][1]
+    slow = row(102_400, 69.0, 100.0)
+    assert not next(t for t in _targets({}, [slow]) if "append-and-fsync" in t[0])[2]

@@ -45,6 +45,7 @@ def _scale(quick: bool) -> dict[str, Any]:
             "commit_groups": 16,
             "commit_rates": [1000, 0],
             "commit_repeats": 1,
+            "ceiling_groupings": [64],
             "rebalance_sizes": [10, 50],
             "rebalance_delay": 300,
             "rebalance_repeats": 1,
@@ -66,6 +67,7 @@ def _scale(quick: bool) -> dict[str, Any]:
         # requests/s of 4 partitions: 2,500/s is the target's 10,000 partition-commits/s (issue #20)
         "commit_rates": [1000, 2500, 5000, 0],
         "commit_repeats": 5,
+        "ceiling_groupings": [16, 64, 256, 1024],  # OffsetCommit requests per transaction of the bare writer
         # Issue #20's sizes: a 10,000-member rebalance, 1,000,000 members in 100,000 groups, start-up on 10M
         # history rows and 1M offsets (the command-line options below change them).
         "rebalance_sizes": [10, 100, 1000, 10_000],
@@ -266,10 +268,34 @@ def run_commit(work: Path, s: dict[str, Any], pg_url: str | None) -> list[Result
                 return results
 
             out += _with(make(), body)
+        out.append(run_commit_ceiling(work, s))
     finally:
         if pg_url and any(name == "daemon PostgreSQL" for name, _ in targets):
             asyncio.run(_pg_admin(pg_url, f'DROP DATABASE IF EXISTS "{pg_db}"'))
     return out
+
+
+def run_commit_ceiling(work: Path, s: dict[str, Any]) -> Result:
+    """The bare SQLite writer of ``benchmarks.commit_ceiling`` (no daemon code, the same rows) on the server core:
+    the most durable partition-commits/s SQLite and this disk allow on one core; its best grouping is the row."""
+    from benchmarks import commit_ceiling
+
+    print("  commit ceiling: bare SQLite writer ...", end="", flush=True)
+    core = int(servers.SERVER_CORE) if (os.cpu_count() or 1) > 1 else None
+    runs = commit_ceiling.measure(work, s["ceiling_groupings"], s["duration"], core)
+    best = max(runs, key=lambda r: r["partition_commits_per_s"])
+    print(" " + ", ".join(f"{r['requests_per_txn']}/txn {r['partition_commits_per_s']:,.0f}/s" for r in runs))
+    return {
+        "scenario": "commit",
+        "label": "commit ceiling on bare SQLite",
+        "server": "bare SQLite writer",
+        "rate": best["requests_per_s"],
+        "partition_commits_rate": best["partition_commits_per_s"],
+        "requests_per_txn": best["requests_per_txn"],
+        "runs_by_grouping": runs,
+        "options": {"rate": 0},
+        "errors": 0,
+    }
 
 
 def run_rebalance(work: Path, s: dict[str, Any]) -> list[Result]:
@@ -534,6 +560,16 @@ def render(results: list[Result], meta: dict[str, Any], before: list[Result] | N
         add("| server | offered | commits/s | partition-commits/s | p50 ms | p99 ms | p99.9 ms | max ms | errors |")
         add("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in cm:
+            if r["server"] == "bare SQLite writer":
+                each = ", ".join(
+                    f"{x['requests_per_txn']}: {x['partition_commits_per_s']:,.0f}" for x in r["runs_by_grouping"]
+                )
+                add(
+                    f"| bare SQLite writer (`benchmarks/commit_ceiling.py`) | max, best of the groupings (requests "
+                    f"per transaction: partition-commits/s) {each} | {_f(r['rate'], 0)} | "
+                    f"{_f(r['partition_commits_rate'], 0)} | | | | | 0 |"
+                )
+                continue
             offered = "max" if not r["options"]["rate"] else f"{r['options']['rate']:,.0f}/s"
             if len(r.get("runs") or []) > 1:
                 offered += f" (median p99 of {len(r['runs'])} runs: {' / '.join(_f(x, 2) for x in r['runs'])} ms)"
@@ -667,8 +703,19 @@ def _targets(by: dict[str, Result], results: list[Result]) -> list[tuple[str, st
     cmax = by.get("commit max on daemon SQLite")
     if cmax and cmax.get("rate"):
         pc = cmax["partition_commits_rate"]
+        ceiling = by.get("commit ceiling on bare SQLite")
+        beside = (
+            f" (the bare SQLite writer, same rows, same core: {ceiling['partition_commits_rate']:,.0f}/s; the daemon "
+            f"{pc / ceiling['partition_commits_rate']:.0%} of it)"
+            if ceiling and ceiling.get("partition_commits_rate")
+            else ""
+        )
         out.append(
-            ("offset commits (SQLite WAL, durable) >= 100,000 partition-commits/s", f"{pc:,.0f}/s", pc >= 100_000)
+            (
+                "offset commits (SQLite WAL, durable) >= 100,000 partition-commits/s",
+                f"{pc:,.0f}/s{beside}",
+                pc >= 100_000,
+            )
         )
     # 10,000 partition-commits/s = 2,500 OffsetCommit requests/s of 4 partitions; every run must hold, not the median
     c = by.get("commit 2500/s on daemon SQLite")

@@ -172,17 +172,22 @@ def deferred_to_future(deferred: Deferred[T], loop: asyncio.AbstractEventLoop | 
     return future
 
 
-def tune_gc(gen0_threshold: int) -> None:
+def tune_gc(gen0_threshold: int, *, collect: bool = True) -> None:
     """Set up the cyclic garbage collector for a long-running server, once start-up is done.
 
     Everything alive now (modules, kio's classes, the loaded groups and offsets) is moved to the permanent generation
     (``gc.freeze``), so no collection scans it again, and the youngest generation is collected every
     ``gen0_threshold`` allocations (Python's default is 700; the older generations keep their ratios of 10). The hot
     paths allocate short-lived objects (requests, records, parked answers) at a high rate: with the defaults, the
-    collections triggered by them cost ~45% of the daemon's CPU on the commit benchmark. 0 changes nothing."""
+    collections triggered by them cost ~45% of the daemon's CPU on the commit benchmark. 0 changes nothing.
+
+    ``collect=False``: freeze without a full collection first (``kgc serve``, which collected before loading the
+    state and kept the collector off since: a full collection over 1,000,000 loaded offsets costs 0.4-0.6 s; what
+    the load left as cyclic garbage, a few hundred objects, stays frozen)."""
     if gen0_threshold <= 0:
         return
-    gc.collect()
+    if collect:
+        gc.collect()
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(gen0_threshold, gen1, gen2)

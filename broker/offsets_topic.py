@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -67,7 +67,7 @@ class _Compacted:
     __slots__ = ("count", "latest", "loaded", "pending", "records")
 
     def __init__(self) -> None:
-        self.loaded: Sequence[object] = ()  # the start-up state (``load_lazily``), not rendered yet
+        self.loaded: Collection[object] = ()  # the start-up state (``load_lazily``), not rendered yet
         self.pending: dict[Hashable, object] = {}  # key -> its newest record, not rendered yet, in arrival order
         self.records: list[list[_Kept]] = []  # per batch, in the order of the partition's batch index
         self.latest: dict[bytes, int] = {}  # key -> offset of its newest record
@@ -152,7 +152,7 @@ class OffsetsTopic:
             self.append(index, entries)
 
     def load_lazily(
-        self, by_partition: Mapping[int, Sequence[Any]], render: Callable[[Any], Entry], end_offset: int = 0
+        self, by_partition: Mapping[int, Collection[Any]], render: Callable[[Any], Entry], end_offset: int = 0
     ) -> None:
         """``load`` without rendering at start-up: each partition's loaded items go to the same offsets, just below
         ``end_offset``, but are rendered with ``render`` (and appended, all at once, before anything held back) when

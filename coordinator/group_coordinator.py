@@ -23,7 +23,7 @@ from .clock import Clock, Timer
 from .config import GroupConfig
 from .group_type import GroupDirectory
 from .groups import GroupManager
-from .offsets import OffsetManager, OffsetRow
+from .offsets import GroupOffsetRows, OffsetManager
 from .record_log import RecordLog
 from .records import (
     GroupMetadataRecord,
@@ -84,10 +84,10 @@ class GroupCoordinator:
         else:
             log.warning("skipping a record of unknown type %s during replay", type(record).__name__)
 
-    def load_offsets(self, rows: Iterable[OffsetRow]) -> None:
-        """Replay the loaded committed offsets given as rows (``OffsetManager.load``): the same as replaying an
-        ``OffsetCommitRecord`` per row, without building them."""
-        self.offsets.load(rows)
+    def load_offsets(self, loaded: Iterable[GroupOffsetRows]) -> None:
+        """Replay the loaded committed offsets given per group as rows (``OffsetManager.load``): the same as
+        replaying an ``OffsetCommitRecord`` per row, without building them."""
+        self.offsets.load(loaded)
 
     # ----------------------------------------------------------------------------------------------------- loading
     def on_loaded(self) -> None:

@@ -29,7 +29,7 @@ Rules of this module:
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -67,9 +67,12 @@ TopicPartition = tuple[str, int]
 _EMPTY: Mapping[TopicPartition, OffsetAndMetadata] = MappingProxyType({})
 
 
-# A loaded committed offset with ``OffsetCommitRecord``'s fields in their order: group id, topic, partition, offset,
-# leader epoch, metadata, commit time, expiry time, member id, generation id (how start-up reads them: no record).
-OffsetRow = tuple[str, str, int, int, int, str, int, int | None, str, int]
+# A loaded committed offset of a group: topic, partition, offset, leader epoch, metadata, commit time, expiry time
+# (``OffsetCommitRecord``'s fields that the state keeps, in their order). Start-up reads them per group
+# (``GroupOffsetRows``: the group id once, its rows in (topic, partition) order), with no record and no
+# ``OffsetAndMetadata`` per offset: a group's are built when the group is first used (``OffsetManager._built``).
+OffsetRow = tuple[str, int, int, int, str, int, int | None]
+GroupOffsetRows = tuple[str, Sequence[OffsetRow]]
 
 
 @dataclass(slots=True)  # never changed once built, but not frozen: a frozen __init__ costs 4x (object.__setattr__
@@ -100,7 +103,9 @@ class OffsetManager:
         self._timer = timer
         self._log = log
         self._groups = groups
-        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        # Per group its durable offsets; a loaded group's rows (a Sequence, not a dict) until it is first used: every
+        # reader goes through ``_built`` (``load``: 1,000,000 offsets are not built before the daemon serves).
+        self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata] | Sequence[OffsetRow]] = {}
         self._inflight: dict[str, dict[TopicPartition, int]] = {}  # commits not durable yet, per partition
 
     # ------------------------------------------------------------------------------------------------ OffsetCommit
@@ -217,7 +222,7 @@ class OffsetManager:
         if group is not None:
             error = group.validate_offset_fetch()
             if error is ErrorCode.none:
-                stored = self._offsets.get(req.group_id)
+                stored = self._built(req.group_id)
             elif error is not ErrorCode.group_id_not_found:  # not found: answered like an absent group
                 return OffsetFetchResult(req.group_id, error, [])
         inflight = self._inflight.get(req.group_id) if req.require_stable and stored is not None else None
@@ -246,7 +251,7 @@ class OffsetManager:
             return resolved(OffsetDeleteResult(error))
 
         now = self._clock.now_ms()
-        stored = self._offsets.get(req.group_id, {})
+        stored = self._built(req.group_id) or {}
         inflight = self._inflight.get(req.group_id, {})
         results: list[PartitionError] = []
         records: list[OffsetTombstone] = []
@@ -293,31 +298,45 @@ class OffsetManager:
                 self._groups.get_or_create_simple_group(record.group_id)
             self._store(record)
         else:
-            stored = self._offsets.get(record.group_id)
+            stored = self._built(record.group_id)
             if stored is None:
                 return
             stored.pop((record.topic, record.partition), None)
             if not stored:
                 del self._offsets[record.group_id]
 
-    def load(self, rows: Iterable[OffsetRow]) -> None:
-        """Replay the loaded committed offsets, given as rows (``OffsetRow``) rather than records: what ``replay``
-        does for each ``OffsetCommitRecord``, with the group looked up once per run of rows of the same group (start-up
-        reads them in group order; 1,000,000 offsets at start-up must not cost a record object and a dispatch each)."""
+    def load(self, loaded: Iterable[GroupOffsetRows]) -> None:
+        """Replay the loaded committed offsets, given per group as rows (``GroupOffsetRows``) rather than records:
+        what ``replay`` does for each ``OffsetCommitRecord``, with the group looked up once, and the group's
+        ``OffsetAndMetadata`` built when it is first used (``_built``), not here: start-up with 1,000,000 offsets
+        keeps their rows until then. The rows must not change afterwards."""
         offsets = self._offsets
         groups = self._groups
-        last: str | None = None
-        stored: dict[TopicPartition, OffsetAndMetadata] = {}
-        for group_id, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, _member, _generation in rows:
-            if group_id != last:
-                last = group_id
-                if groups.group(group_id) is None:
-                    groups.get_or_create_simple_group(group_id)
-                stored = offsets.setdefault(group_id, {})
-            stored[(topic, partition)] = OffsetAndMetadata(offset, epoch, metadata, commit_ms, expire_ms)
+        for group_id, rows in loaded:
+            if not rows:
+                continue
+            if groups.group(group_id) is None:
+                groups.get_or_create_simple_group(group_id)
+            if group_id in offsets:  # offsets replayed before the load: the loaded ones are applied after them
+                self._built(group_id).update(_offsets_of(rows))  # type: ignore[union-attr]
+            else:
+                offsets[group_id] = rows
+
+    def _built(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata] | None:
+        """The group's durable offsets (None: none), built from its loaded rows on first use (``load``)."""
+        stored = self._offsets.get(group_id)
+        if stored is None or type(stored) is dict:
+            return stored
+        built = self._offsets[group_id] = _offsets_of(stored)  # type: ignore[arg-type]
+        return built
 
     def _store(self, record: OffsetCommitRecord) -> None:
-        self._offsets.setdefault(record.group_id, {})[(record.topic, record.partition)] = OffsetAndMetadata(
+        stored = self._offsets.get(record.group_id)
+        if stored is None:
+            stored = self._offsets[record.group_id] = {}
+        elif type(stored) is not dict:
+            stored = self._built(record.group_id)
+        stored[(record.topic, record.partition)] = OffsetAndMetadata(  # type: ignore[index]
             offset=record.offset,
             leader_epoch=record.leader_epoch,
             metadata=record.metadata,
@@ -328,7 +347,7 @@ class OffsetManager:
     # ------------------------------------------------------------------------------------------------------- views
     def committed(self, group_id: str) -> Mapping[TopicPartition, OffsetAndMetadata]:
         """Read-only view of the durable offsets of a group (empty if none)."""
-        stored = self._offsets.get(group_id)
+        stored = self._built(group_id)
         return _EMPTY if stored is None else MappingProxyType(stored)
 
     def pending(self, group_id: str) -> Collection[TopicPartition]:
@@ -339,6 +358,13 @@ class OffsetManager:
     def group_ids(self) -> Collection[str]:
         """Groups that have at least one durable offset."""
         return self._offsets.keys()
+
+
+def _offsets_of(rows: Iterable[OffsetRow]) -> dict[TopicPartition, OffsetAndMetadata]:
+    return {
+        (t, p): OffsetAndMetadata(o, epoch, meta, commit_ms, expire_ms)
+        for t, p, o, epoch, meta, commit_ms, expire_ms in rows
+    }
 
 
 def _fetched(

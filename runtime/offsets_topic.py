@@ -19,16 +19,17 @@ reader looks at its partition, together with the others held back (one record ba
 of a key is. No lookup of group state, nothing on the heartbeat path (heartbeats write no records); history records
 are ignored. At start-up ``load`` gives the topic the loaded current state - one record per live key, as a
 compacted topic holds them - which it renders per partition when that partition is first read
-(``OffsetsTopic.load_lazily``); the loaded offsets come as rows (``coordinator.offsets.OffsetRow``), not records.
+(``OffsetsTopic.load_lazily``); the loaded offsets come as rows per group (``coordinator.offsets.GroupOffsetRows``),
+not records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from broker.offsets_topic import Entry, OffsetsTopic
-from coordinator.offsets import OffsetRow
+from coordinator.offsets import GroupOffsetRows, OffsetRow
 from coordinator.records import (
     GroupMetadataRecord,
     GroupTombstone,
@@ -71,16 +72,41 @@ def render(record: Record) -> Entry | None:
     return None
 
 
-def render_offset_row(row: OffsetRow) -> Entry:
-    """``render`` of the ``OffsetCommitRecord`` whose fields ``row`` holds."""
-    group_id, topic, partition, offset, epoch, metadata, commit_ms, expire_ms, _member, _generation = row
+def render_offset_row(group_id: str, row: OffsetRow) -> Entry:
+    """``render`` of the ``OffsetCommitRecord`` of ``group_id`` whose fields ``row`` holds."""
+    topic, partition, offset, epoch, metadata, commit_ms, expire_ms = row
     value = offset_commit_value(offset, epoch, metadata, commit_ms, expire_ms)
     return offset_commit_key(group_id, topic, partition), value, commit_ms
 
 
 def _render_loaded(item: Any) -> Entry:
-    """What ``OffsetsTopicRenderer.load`` hands over: a state record, or an offset row."""
-    return render_state(item) if type(item) in OffsetsTopicRenderer.durable_types else render_offset_row(item)
+    """What ``OffsetsTopicRenderer.load`` hands over: a state record, or a (group id, offset row) pair."""
+    return render_state(item) if type(item) in OffsetsTopicRenderer.durable_types else render_offset_row(*item)
+
+
+class _Loaded(Collection[Any]):
+    """One partition's start-up state for ``OffsetsTopic.load_lazily``: its state records, then its groups' offset
+    rows, each as (group id, row) when iterated (when the partition is rendered); its length counts records and
+    rows, the offsets they take in the partition."""
+
+    __slots__ = ("count", "groups", "records")
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.groups: list[GroupOffsetRows] = []
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Any]:
+        yield from self.records
+        for group_id, rows in self.groups:
+            for row in rows:
+                yield group_id, row
+
+    def __contains__(self, item: object) -> bool:
+        return any(item == entry for entry in self)
 
 
 def render_state(record: Record) -> Entry:
@@ -115,24 +141,28 @@ class OffsetsTopicRenderer:
             elif isinstance(record, GroupMetadataRecord | GroupTombstone):
                 add(self._partition(record.group_id), (record.group_id,), record)
 
-    def load(self, records: Iterable[Record], end_offset: int = 0, offsets: Iterable[OffsetRow] = ()) -> None:
+    def load(self, records: Iterable[Record], end_offset: int = 0, offsets: Iterable[GroupOffsetRows] = ()) -> None:
         """The loaded current state (before anything else is rendered): one record per live key, just below
-        ``end_offset`` in each partition, the state ``records`` first, then the ``offsets`` rows; rendered when a
-        partition is first read (``OffsetsTopic.load_lazily``)."""
-        by_partition: dict[int, list[Any]] = {}
+        ``end_offset`` in each partition, the state ``records`` first, then the ``offsets`` rows of each group (in
+        the given order); rendered when a partition is first read (``OffsetsTopic.load_lazily``)."""
+        by_partition: dict[int, _Loaded] = {}
 
-        def add(index: int, item: Any) -> None:
+        def loaded(index: int) -> _Loaded:
             found = by_partition.get(index)
             if found is None:
-                by_partition[index] = [item]
-            else:
-                found.append(item)
+                found = by_partition[index] = _Loaded()
+            return found
 
         for record in records:
             if type(record) in self.durable_types:  # history records are not in the topic
-                add(self._partition(record.group_id), record)
-        for row in offsets:
-            add(self._partition(row[0]), row)
+                part = loaded(self._partition(record.group_id))
+                part.records.append(record)
+                part.count += 1
+        for group_id, rows in offsets:
+            if rows:
+                part = loaded(self._partition(group_id))
+                part.groups.append((group_id, rows))
+                part.count += len(rows)
         self.topic.load_lazily(by_partition, _render_loaded, end_offset)
 
     def _partition(self, group_id: str) -> int:

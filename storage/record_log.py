@@ -67,7 +67,8 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -81,7 +82,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from broker.partitions import PartitionSnapshot, StoredBatch, StoredTail
 from broker.producers import BATCHES_TO_RETAIN, StoredProducerBatch
 from broker.records import BatchAppended, LogStartAdvanced, ProducerIdsAllocated, TopicCreated, TopicDeleted
-from coordinator.offsets import OffsetRow
+from coordinator.offsets import GroupOffsetRows, OffsetRow
 from coordinator.record_log import OnDone, WriteFailure
 from coordinator.records import MemberMetadata, OffsetCommitRecord, StateRecord
 from security.credential_records import ScramCredentialSet
@@ -181,6 +182,7 @@ class SqlRecordLog:
         self._last_probe = 0.0  # time.monotonic() of the last probe transaction
         self._conflict = False  # the last failure was a PositionConflict (see check_writes)
         self._lock: DatabaseLock | None = None  # an embedded SQLite database's (open(exclusive=True)); see close()
+        self._sqlite_busy_timeout_s = sqlite_busy_timeout_s
 
     # ------------------------------------------------------------------------------------------------ life cycle
 
@@ -459,19 +461,34 @@ class SqlRecordLog:
 
     async def load(self) -> list[StateRecord]:
         """The state records to replay, from the current-state snapshot: groups (log order), then offsets."""
-        groups, offsets = await self.load_state()
-        return [*groups, *(OffsetCommitRecord(*row) for row in offsets)]
-
-    async def load_state(self) -> tuple[list[StateRecord], Sequence[OffsetRow]]:
-        """``load`` without a record object per committed offset: the group records (log order), and the current
-        offsets as ``OffsetRow`` tuples in (group, topic, partition) order, read through the driver in one call (the
-        start-up of a database with 1,000,000 offsets; ``GroupCoordinator.load_offsets`` replays them)."""
         try:
             async with self.engine.connect() as conn:
                 if self._dialect == "postgresql":  # one snapshot for the three reads, even if someone writes
                     await conn.execution_options(isolation_level="REPEATABLE READ")
                 groups = await _load_groups(conn)  # begins the transaction the offsets are read in
-                return groups, await _offset_rows(conn)
+                rows = await _offset_rows(conn)
+        except Exception as e:
+            raise StorageError(f"cannot load the coordinator state: {describe(e)}") from e
+        return [*groups, *(OffsetCommitRecord(*row) for row in rows)]
+
+    async def load_state(self) -> tuple[list[StateRecord], list[GroupOffsetRows]]:
+        """``load`` without a record object per committed offset (the start-up of a database with 1,000,000
+        offsets; ``GroupCoordinator.load_offsets`` replays them): the group records (log order), and the current
+        offsets per group (``GroupOffsetRows``: groups in id order, each group's rows in (topic, partition) order, the
+        member id and generation of the commits left out: the state does not keep them). Read in one snapshot by
+        the driver, a row a plain tuple: SQLite with its own ``sqlite3`` connection on a thread (no aiosqlite
+        hop, no SQLAlchemy row), PostgreSQL with the engine's asyncpg connection."""
+        try:
+            if self._dialect == "sqlite":
+                path = self.engine.url.database
+                assert path is not None  # writer_for refused an SQLite engine without a file
+                return await asyncio.to_thread(_sqlite_state, path, self._sqlite_busy_timeout_s)
+            async with self.engine.connect() as conn:
+                await conn.execution_options(isolation_level="REPEATABLE READ")  # one snapshot for the three reads
+                groups = await _load_groups(conn)  # begins the transaction the offsets are read in
+                driver: Any = (await conn.get_raw_connection()).driver_connection
+                counts = await driver.fetch(_OFFSET_COUNTS_SQL)
+                return groups, _per_group(counts, await driver.fetch(_GROUP_OFFSET_ROWS_SQL))
         except Exception as e:
             raise StorageError(f"cannot load the coordinator state: {describe(e)}") from e
 
@@ -652,19 +669,65 @@ async def _load_groups(conn: AsyncConnection) -> list[StateRecord]:
     return out
 
 
+def _sqlite_state(path: str, busy_timeout_s: float) -> tuple[list[StateRecord], list[GroupOffsetRows]]:
+    """``load_state`` on SQLite (on a thread): a connection of its own, one read transaction for every read."""
+    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("BEGIN")
+        members: dict[str, list[MemberMetadata]] = {}
+        for row in _named(conn.execute(_MEMBERS_SQL)):
+            members.setdefault(row.group_id, []).append(member_from_row(row))
+        groups: list[StateRecord] = [
+            group_record_from_row(row, members.get(row.group_id, ())) for row in _named(conn.execute(_GROUPS_SQL))
+        ]
+        counts = conn.execute(_OFFSET_COUNTS_SQL).fetchall()
+        rows = conn.execute(_GROUP_OFFSET_ROWS_SQL).fetchall()
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return groups, _per_group(counts, rows)
+
+
+def _named(cursor: sqlite3.Cursor) -> Iterator[Any]:
+    """The cursor's rows with their columns as attributes (what ``group_record_from_row`` reads)."""
+    row_type = namedtuple("row_type", [column[0] for column in cursor.description])  # type: ignore[misc]
+    return map(row_type._make, cursor)
+
+
+def _per_group(counts: Sequence[Any], rows: Sequence[OffsetRow]) -> list[GroupOffsetRows]:
+    """``rows`` (every offset, in group order) cut into each group's, by the (group id, row count) pairs."""
+    out: list[GroupOffsetRows] = []
+    start = 0
+    for group_id, count in counts:
+        out.append((group_id, rows[start : start + count]))
+        start += count
+    if start != len(rows):
+        raise StorageError(f"the offsets read do not match their count per group ({len(rows)} rows, {start} counted)")
+    return out
+
+
+_MEMBERS_SQL = "SELECT * FROM current_group_members ORDER BY group_id, member_index"
+_GROUPS_SQL = "SELECT * FROM current_groups ORDER BY position"
+# The current offsets per group, read with the group id once (in the same order as the rows: the primary key's).
+_OFFSET_COUNTS_SQL = "SELECT group_id, count(*) FROM current_offsets GROUP BY group_id ORDER BY group_id"
+_GROUP_OFFSET_ROWS_SQL = (
+    "SELECT topic, partition_index, committed_offset, leader_epoch, commit_metadata, commit_timestamp_ms, "
+    "expire_timestamp_ms FROM current_offsets ORDER BY group_id, topic, partition_index"
+)
 _OFFSET_ROWS_SQL = (
     "SELECT group_id, topic, partition_index, committed_offset, leader_epoch, commit_metadata, commit_timestamp_ms, "
     "expire_timestamp_ms, member_id, generation_id FROM current_offsets ORDER BY group_id, topic, partition_index"
 )
 
 
-async def _offset_rows(conn: AsyncConnection) -> Sequence[OffsetRow]:
-    """Every current offset as an ``OffsetRow``, fetched by the driver in one call: SQLAlchemy's result rows cost
-    several microseconds each (1,000,000 offsets: seconds of start-up). asyncpg's records unpack like the tuples."""
+async def _offset_rows(conn: AsyncConnection) -> Sequence[tuple[Any, ...]]:
+    """Every current offset with ``OffsetCommitRecord``'s fields (``load``), fetched by the driver in one call:
+    SQLAlchemy's result rows cost several microseconds each. asyncpg's records unpack like the tuples."""
     raw = await conn.get_raw_connection()
     driver: Any = raw.driver_connection
     if conn.dialect.name == "postgresql":
-        rows: Sequence[OffsetRow] = await driver.fetch(_OFFSET_ROWS_SQL)  # inside the transaction begun above
+        rows: Sequence[tuple[Any, ...]] = await driver.fetch(_OFFSET_ROWS_SQL)  # inside the transaction begun above
         return rows
     cursor = await driver.execute(_OFFSET_ROWS_SQL)
     try:

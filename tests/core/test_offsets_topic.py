@@ -373,7 +373,7 @@ def test_load_renders_one_record_per_live_key() -> None:
 
 
 def test_load_renders_a_partition_when_it_is_first_read_as_an_eager_load_would() -> None:
-    """Start-up gives the topic the loaded state (offsets as rows) without rendering it; the first look at a
+    """Start-up gives the topic the loaded state (offsets as rows per group) without rendering it; the first look at a
     partition renders its part: the same records at the same offsets as rendering them all at once, and a commit
     made before that look still lands after them."""
     eager, lazy = Env(), Env()
@@ -384,7 +384,8 @@ def test_load_renders_a_partition_when_it_is_first_read_as_an_eager_load_would()
     for record in state:
         by_partition.setdefault(kafka_partition(record.group_id), []).append(render_state(record))
     eager.topic.load(by_partition, end_offset=5_000)
-    lazy.renderer.load([], end_offset=5_000, offsets=[dataclasses.astuple(r) for r in state])
+    per_group = [(f"g{g}", [dataclasses.astuple(r)[1:8] for r in state if r.group_id == f"g{g}"]) for g in range(40)]
+    lazy.renderer.load([], end_offset=5_000, offsets=per_group)
     assert sum(lazy.topic.records_held(i) for i in range(50)) == 0  # nothing rendered yet
     lazy.commit("g0", "t", 0, 999_999)  # durable before anyone looked
     for index in range(50):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import func, inspect, select, text
 
 from coordinator.record_log import WriteFailure
@@ -23,7 +24,7 @@ from coordinator.records import (
 )
 from storage import SqlRecordLog, create_engine, migrate
 from storage import models as m
-from storage.database import current_revision
+from storage.database import HEAD_REVISION, alembic_config, current_revision
 from storage.models import table
 
 from .conftest import Database
@@ -76,6 +77,24 @@ async def test_migrations_apply_on_empty_database_and_are_idempotent(database: D
         async with engine.connect() as conn:
             diff = await conn.run_sync(lambda c: compare_metadata(MigrationContext.configure(c), m.Base.metadata))
         assert diff == []
+    finally:
+        await engine.dispose()
+
+
+async def test_a_database_at_the_head_is_left_as_it_is_and_an_older_one_is_upgraded(database: Database) -> None:
+    """``migrate`` recognises a database at ``HEAD_REVISION`` without Alembic (start-up); ``HEAD_REVISION`` is
+    Alembic's head, and a database one revision behind is still upgraded."""
+    assert HEAD_REVISION == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    engine = create_engine(database.url, **database.engine_options())  # type: ignore[arg-type]
+    try:
+        previous = ScriptDirectory.from_config(alembic_config()).get_revision(HEAD_REVISION).down_revision
+        assert isinstance(previous, str)
+        await migrate(engine, previous)
+        assert await current_revision(engine) == previous
+        await migrate(engine)
+        assert await current_revision(engine) == HEAD_REVISION
+        await migrate(engine)
+        assert await current_revision(engine) == HEAD_REVISION
     finally:
         await engine.dispose()
 

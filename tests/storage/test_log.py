@@ -84,7 +84,7 @@ async def test_migrations_apply_on_empty_database_and_are_idempotent(database: D
 async def test_a_database_at_the_head_is_left_as_it_is_and_an_older_one_is_upgraded(database: Database) -> None:
     """``migrate`` recognises a database at ``HEAD_REVISION`` without Alembic (start-up); ``HEAD_REVISION`` is
     Alembic's head, and a database one revision behind is still upgraded."""
-    assert HEAD_REVISION == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert ScriptDirectory.from_config(alembic_config()).get_current_head() == HEAD_REVISION
     engine = create_engine(database.url, **database.engine_options())  # type: ignore[arg-type]
     try:
         previous = ScriptDirectory.from_config(alembic_config()).get_revision(HEAD_REVISION).down_revision

@@ -236,4 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # A process of its own (``python -m daemon``): kio registers hypothesis strategies for its types whenever
+    # hypothesis can be imported (installed with the test extras), 0.15 s of every start-up for nothing a command
+    # uses. Not in main(), which tests call in their own process.
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
     sys.exit(main())

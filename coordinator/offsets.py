@@ -355,6 +355,12 @@ class OffsetManager:
         inflight = self._inflight.get(group_id)
         return () if inflight is None else inflight.keys()
 
+    def loaded_rows(self, group_id: str) -> Sequence[OffsetRow] | None:
+        """The group's loaded rows while its offsets are not built yet (``load``), else None: for a reader that
+        needs no ``OffsetAndMetadata`` (the lag seed). The same object as long as the group is not used."""
+        stored = self._offsets.get(group_id)
+        return None if stored is None or type(stored) is dict else stored  # type: ignore[return-value]
+
     def group_ids(self) -> Collection[str]:
         """Groups that have at least one durable offset."""
         return self._offsets.keys()

@@ -109,6 +109,27 @@ async def test_sqlite_runs_in_wal_mode(database: Database, record_log: SqlRecord
 # ------------------------------------------------------------------------------------------------ round trip
 
 
+async def test_load_state_gives_the_loaded_state_per_group(database: Database, record_log: SqlRecordLog) -> None:
+    """``load_state`` (the daemon's start-up read: a plain driver read, each group's offset rows once) holds what
+    ``load`` does: the same group records in the same order, and each live offset's fields, per group in group id
+    order, each group's rows in (topic, partition) order."""
+    records = random_state_records(seed=11, count=600)
+    results = append_all(record_log, [records[i : i + 13] for i in range(0, len(records), 13)])
+    await record_log.flush()
+    assert results == [None] * len(results)
+    loaded = await record_log.load()
+    groups, per_group = await record_log.load_state()
+    assert groups == [r for r in loaded if isinstance(r, GroupMetadataRecord)]
+    expected = [r for r in loaded if isinstance(r, OffsetCommitRecord)]
+    assert expected
+    assert [gid for gid, _ in per_group] == sorted({r.group_id for r in expected})
+    assert [(gid, *tuple(row)) for gid, rows in per_group for row in rows] == [
+        (r.group_id, r.topic, r.partition, r.offset, r.leader_epoch, r.metadata, r.commit_timestamp_ms,
+         r.expire_timestamp_ms)
+        for r in sorted(expected, key=lambda r: (r.group_id, r.topic, r.partition))
+    ]  # fmt: skip
+
+
 async def test_append_then_load_equals_replayed_state(database: Database, record_log: SqlRecordLog) -> None:
     records = random_state_records(seed=7, count=600)
     # Mixed call sizes in one tick (one or few transactions, so keys repeat inside a batch) ...

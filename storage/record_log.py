@@ -691,7 +691,7 @@ def _sqlite_state(path: str, busy_timeout_s: float) -> tuple[list[StateRecord], 
 
 def _named(cursor: sqlite3.Cursor) -> Iterator[Any]:
     """The cursor's rows with their columns as attributes (what ``group_record_from_row`` reads)."""
-    row_type = namedtuple("row_type", [column[0] for column in cursor.description])  # type: ignore[misc]
+    row_type = namedtuple("row_type", [column[0] for column in cursor.description], rename=True)  # type: ignore[misc]
     return map(row_type._make, cursor)
 
 

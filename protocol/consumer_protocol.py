@@ -13,77 +13,74 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-class _Reader:
-    """Reads the consumer protocol's big-endian fields with ``unpack_from`` at a position (no slice per field, an
-    int array in one call): subscriptions and assignments are read for every member of every persisted generation
-    (a 1,000-member group: 1,000 of each per group-metadata record)."""
-
-    __slots__ = ("buf", "end", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.buf = bytes(data)
-        self.end = len(self.buf)
-        self.pos = 0
-
-    def i16(self) -> int:
-        pos = self.pos
-        self.pos = pos + 2
-        if self.pos > self.end:
-            raise ValueError("truncated consumer protocol data")
-        return int(_I16.unpack_from(self.buf, pos)[0])
-
-    def i32(self) -> int:
-        pos = self.pos
-        self.pos = pos + 4
-        if self.pos > self.end:
-            raise ValueError("truncated consumer protocol data")
-        return int(_I32.unpack_from(self.buf, pos)[0])
-
-    def i32s(self, count: int) -> tuple[int, ...]:
-        end = self.pos + 4 * count
-        if end > self.end:
-            raise ValueError("truncated consumer protocol data")
-        values: tuple[int, ...] = struct.unpack_from(f">{count}i", self.buf, self.pos)
-        self.pos = end
-        return values
-
-    def string(self) -> str:
-        n = self.i16()
-        if n < 0:
-            raise ValueError("null string in consumer protocol data")
-        start, self.pos = self.pos, self.pos + n
-        if self.pos > self.end:
-            raise ValueError("truncated consumer protocol data")
-        try:
-            return self.buf[start : self.pos].decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(str(e)) from e
-
-    def array_len(self) -> int:
-        n = self.i32()
-        if n < -1:
-            raise ValueError("negative array length")
-        return max(n, 0)
-
-
 def subscription_topics(metadata: bytes) -> list[str]:
     """The topics of a ConsumerProtocolSubscription (any version)."""
-    r = _Reader(metadata)
-    r.i16()  # version
-    return [r.string() for _ in range(r.array_len())]
+    buf = bytes(metadata)
+    count, pos = _read_array_len(buf, 2)  # after the version
+    topics: list[str] = []
+    for _ in range(count):
+        topic, pos = _read_string(buf, pos)
+        topics.append(topic)
+    return topics
 
 
 def assignment_partitions(assignment: bytes) -> dict[str, list[int]]:
-    """The topic-partitions of a ConsumerProtocolAssignment (any version). Empty bytes -> no partitions."""
+    """The topic-partitions of a ConsumerProtocolAssignment (any version). Empty bytes -> no partitions.
+
+    Read with ``unpack_from`` at positions by plain functions (no reader object, no call per field beyond these):
+    every member's assignment of every persisted generation is decoded (storage.rows: a 1,000-member group's
+    GroupMetadataRecord decodes 1,000 of them on the writer thread, on the rebalance's critical path)."""
     if not assignment:
         return {}
-    r = _Reader(assignment)
-    r.i16()  # version
+    buf = bytes(assignment)
+    count, pos = _read_array_len(buf, 2)  # after the version
+    end = len(buf)
     out: dict[str, list[int]] = {}
-    for _ in range(r.array_len()):
-        topic = r.string()
-        out.setdefault(topic, []).extend(r.i32s(r.array_len()))
+    for _ in range(count):
+        topic, pos = _read_string(buf, pos)
+        n, pos = _read_array_len(buf, pos)
+        stop = pos + 4 * n
+        if stop > end:
+            raise ValueError(_TRUNCATED)
+        partitions = out.get(topic)
+        if partitions is None:
+            out[topic] = list(struct.unpack_from(f">{n}i", buf, pos)) if n else []
+        elif n:
+            partitions.extend(struct.unpack_from(f">{n}i", buf, pos))
+        pos = stop
     return out
+
+
+_TRUNCATED = "truncated consumer protocol data"
+_I16_AT = _I16.unpack_from
+_I32_AT = _I32.unpack_from
+
+
+def _read_array_len(buf: bytes, pos: int) -> tuple[int, int]:
+    """An int32 array length at ``pos`` (null, -1, is empty) and the position after it."""
+    if pos + 4 > len(buf):
+        raise ValueError(_TRUNCATED)
+    n: int = _I32_AT(buf, pos)[0]
+    if n < -1:
+        raise ValueError("negative array length")
+    return (n if n > 0 else 0), pos + 4
+
+
+def _read_string(buf: bytes, pos: int) -> tuple[str, int]:
+    """A non-null int16-length UTF-8 string at ``pos`` and the position after it."""
+    if pos + 2 > len(buf):
+        raise ValueError(_TRUNCATED)
+    n: int = _I16_AT(buf, pos)[0]
+    if n < 0:
+        raise ValueError("null string in consumer protocol data")
+    start = pos + 2
+    stop = start + n
+    if stop > len(buf):
+        raise ValueError(_TRUNCATED)
+    try:
+        return buf[start:stop].decode("utf-8"), stop
+    except UnicodeDecodeError as e:
+        raise ValueError(str(e)) from e
 
 
 # --- encoders (for tests, tools and error paths; the coordinator itself passes these bytes through) ---------------

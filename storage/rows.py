@@ -267,15 +267,21 @@ def _group_metadata(batch: BatchRows, position: int, r: GroupMetadataRecord) -> 
             "timestamp_ms": r.timestamp_ms,
         },
     )
+    # One GenerationMember row per member and one AssignedPartition row per assigned partition: a 1,000-member
+    # generation is ~2,000 rows built here, on the writer thread, while its SyncGroups wait (the lists are looked up
+    # once, in the order of first use, as ``batch.add`` would create them).
     is_consumer = r.protocol_type == CONSUMER_PROTOCOL_TYPE
+    log_rows = batch.log_rows
+    member_rows: list[Row] | None = None
+    partition_rows: list[Row] | None = None
+    group_id, generation_id = r.group_id, r.generation_id
     seen: set[str] = set()
     for index, member in enumerate(r.members):
-        if member.member_id in seen:  # cannot happen from the core; a duplicate key would fail the whole batch
-            log.warning(
-                "duplicate member in group metadata record", extra={"group": r.group_id, "member": member.member_id}
-            )
+        member_id = member.member_id
+        if member_id in seen:  # cannot happen from the core; a duplicate key would fail the whole batch
+            log.warning("duplicate member in group metadata record", extra={"group": group_id, "member": member_id})
             continue
-        seen.add(member.member_id)
+        seen.add(member_id)
         decoded: bool | None = None
         if is_consumer:
             try:
@@ -284,27 +290,31 @@ def _group_metadata(batch: BatchRows, position: int, r: GroupMetadataRecord) -> 
             except ValueError:
                 partitions = {}
                 decoded = False
-            for topic, numbers in partitions.items():
-                for number in sorted(set(numbers)):
-                    batch.add(
-                        m.AssignedPartition,
-                        {
-                            "position": position,
-                            "member_id": member.member_id,
-                            "topic": topic,
-                            "partition_index": number,
-                            "group_id": r.group_id,
-                            "generation_id": r.generation_id,
-                            "group_instance_id": member.group_instance_id,
-                        },
-                    )
-        batch.add(
-            m.GenerationMember,
+            if partitions:
+                if partition_rows is None:
+                    partition_rows = log_rows.setdefault(m.AssignedPartition, [])
+                instance_id = member.group_instance_id
+                for topic, numbers in partitions.items():
+                    for number in sorted(set(numbers)) if len(numbers) > 1 else numbers:
+                        partition_rows.append(
+                            {
+                                "position": position,
+                                "member_id": member_id,
+                                "topic": topic,
+                                "partition_index": number,
+                                "group_id": group_id,
+                                "generation_id": generation_id,
+                                "group_instance_id": instance_id,
+                            }
+                        )
+        if member_rows is None:
+            member_rows = log_rows.setdefault(m.GenerationMember, [])
+        member_rows.append(
             {
                 "position": position,
-                "member_id": member.member_id,
-                "group_id": r.group_id,
-                "generation_id": r.generation_id,
+                "member_id": member_id,
+                "group_id": group_id,
+                "generation_id": generation_id,
                 "member_index": index,
                 "group_instance_id": member.group_instance_id,
                 "client_id": member.client_id,
@@ -314,7 +324,7 @@ def _group_metadata(batch: BatchRows, position: int, r: GroupMetadataRecord) -> 
                 "subscription": member.subscription,
                 "assignment": member.assignment,
                 "assignment_decoded": decoded,
-            },
+            }
         )
     batch.group_deletes.discard(r.group_id)
     batch.group_upserts[r.group_id] = (position, r)

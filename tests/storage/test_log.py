@@ -401,6 +401,30 @@ async def test_consumer_assignments_are_decoded_per_partition_and_bad_bytes_tole
     assert decoded == {("g", "m-1"): True, ("g", "m-2"): False, ("g", "m-3"): True, ("c", "x"): None}
 
 
+async def test_a_column_none_in_every_row_of_a_batch_is_stored_as_null_like_a_bound_none(
+    record_log: SqlRecordLog,
+) -> None:
+    # SQLite writes such a column as NULL in the statement text instead of binding None (storage.writers._insert):
+    # the rows must read back the same as rows whose None was bound (a batch mixing None and values).
+    dynamic = group_record("d", 1, [member("d-1"), member("d-2")], 1_000)  # no instance id in any row
+    mixed = group_record("s", 1, [member("s-1", instance="i-1"), member("s-2")], 1_000)
+    for batch in ([dynamic], [mixed]):
+        done: list[WriteFailure | None] = []
+        record_log.append(batch, done.append)
+        await record_log.flush()
+        assert done == [None]
+    for model in (m.GenerationMember, m.CurrentGroupMember):
+        stored = {(r.group_id, r.member_id): (r.group_instance_id, r.client_id, r.subscription) for r in await rows(
+            record_log, model, "member_id")}  # fmt: skip
+        assert stored == {
+            (g.group_id, x.member_id): (x.group_instance_id, x.client_id, x.subscription)
+            for g in (dynamic, mixed)
+            for x in g.members
+        }
+    groups = {r.group_id: (r.protocol, r.leader) for r in await rows(record_log, m.CurrentGroup, "group_id")}
+    assert groups == {"d": ("range", "d-1"), "s": ("range", "s-1")}
+
+
 # ------------------------------------------------------------------------------------------------ pruning
 
 

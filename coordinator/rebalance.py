@@ -36,6 +36,8 @@ from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, REBA
 
 log = logging.getLogger("coordinator.group")
 
+_NONE = ErrorCode.none
+
 __all__ = ["heartbeat_key", "join_key", "random_uuid", "sync_key"]
 
 
@@ -341,23 +343,18 @@ def _start_sync_phase(shard: ClassicGroups, group: ClassicGroup) -> None:
         extra={"group": group.group_id},
     )
     leader_members = group.current_members()
+    # Per member: the answer built positionally (JoinGroupResult's fields' order) from what the generation shares.
+    generation, protocol_type, protocol_name = group.generation_id, group.protocol_type, group.protocol_name
+    leader = group.leader_id or ""
+    pending_sync = group.pending_sync_members
     for member in group.members.values():
-        is_leader = member.member_id == group.leader_id
-        group.complete_join_reply(
-            member,
-            JoinGroupResult(
-                error=ErrorCode.none,
-                generation_id=group.generation_id,
-                protocol_type=group.protocol_type,
-                protocol_name=group.protocol_name,
-                leader=group.leader_id or "",
-                member_id=member.member_id,
-                members=leader_members if is_leader else [],
-            ),
-        )
+        member_id = member.member_id
+        members = leader_members if member_id == leader else []
+        result = JoinGroupResult(_NONE, generation, protocol_type, protocol_name, leader, member_id, members)
+        group.complete_join_reply(member, result)
         schedule_session(shard, member)
         member.is_new = False
-        group.pending_sync_members.add(member.member_id)
+        pending_sync.add(member_id)
     shard.timer.schedule(
         sync_key(group.group_id),
         group.rebalance_timeout_ms(),

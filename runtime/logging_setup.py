@@ -58,16 +58,30 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     return out
 
 
+def _timestamp(created: float, msecs: float) -> str:
+    """``created`` as ``2026-11-27T01:02:03.456Z``; the part up to the second is formatted once per second (kept
+    with its second in one tuple: threads that log read and replace it whole)."""
+    global _last_second
+    second = int(created)
+    cached = _last_second
+    if cached[0] != second:
+        cached = _last_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)))
+    return f"{cached[1]}.{int(msecs):03d}Z"
+
+
+_last_second: tuple[int, str] = (-1, "")
+
+
 def _fields(record: logging.LogRecord) -> dict[str, Any]:
     message = record.getMessage()
     out: dict[str, Any] = {
-        "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+        "ts": _timestamp(record.created, record.msecs),
         "level": record.levelname.lower(),
         "logger": record.name,
     }
     extra = record_fields(record)
     group = extra.pop("group", None)
-    match = _GROUP_PREFIX.match(message)
+    match = _GROUP_PREFIX.match(message) if message.startswith("[group=") else None
     if match:
         group = match.group("group") if group is None else group
         message = message[match.end() :]
@@ -215,6 +229,13 @@ def setup_logging(level: str = "INFO", fmt: str = "logfmt", *, throttle_window_s
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # No record written here shows its caller, thread or process: skip collecting them (``logging._srcfile = None``
+    # is the documented way to skip ``findCaller``'s stack walk). ~2.5 of the ~14 us of a line at INFO, e.g. the
+    # "member joined" line of every member-adding JoinGroup (benchmarks/notes.md, eighth round: joins).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     # Clients' and libraries' chatter stays at WARNING unless asked for.
     for noisy in ("asyncio", "aiosqlite", "sqlalchemy.engine"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

@@ -57,3 +57,20 @@ def test_the_throttle_summary_keeps_the_fields_of_the_first_line() -> None:
         'level=info logger=tests.fields group=g msg="Heartbeat refused: REBALANCE_IN_PROGRESS ... and 2 more in the '
         'last 10 s" client_host=/h'
     )
+
+
+def test_timestamps_are_utc_to_the_millisecond_across_seconds() -> None:
+    # The part up to the second is formatted once per second (runtime.logging_setup._timestamp): records of one
+    # second, of the next, and of the first again each show their own time.
+    formatter = LogfmtFormatter()
+    stamps = []
+    for created in (1_700_000_000.25, 1_700_000_000.999, 1_700_000_001.0, 1_700_000_000.5):
+        record = _record("tick")
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        stamps.append(formatter.format(record).split(" ", 1)[0])
+    assert stamps == [
+        "ts=2023-11-14T22:13:20.250Z",
+        "ts=2023-11-14T22:13:20.999Z",
+        "ts=2023-11-14T22:13:21.000Z",
+        "ts=2023-11-14T22:13:20.500Z",
+    ]

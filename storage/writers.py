@@ -106,7 +106,7 @@ class _Table:
         return list(map(self.tuple, rows))
 
     def null_in_every_row(self, rows: list[Row]) -> tuple[str, ...]:
-        """The nullable columns that are None in every one of ``rows`` (a static member's instance id, a reason)."""
+        """The nullable columns that are None in every one of ``rows`` (a dynamic member's instance id, a reason)."""
         return tuple(c for c in self.nullable if all(row[c] is None for row in rows))
 
     def without(self, absent: tuple[str, ...]) -> tuple[tuple[str, ...], Callable[[Row], tuple[Any, ...]]]:

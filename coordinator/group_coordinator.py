@@ -63,6 +63,8 @@ class GroupCoordinator:
         self.sync_group = self.groups.sync_group
         self.heartbeat = self.groups.heartbeat
         self.heartbeat_fields = self.groups.heartbeat_fields
+        self.heartbeat_at = self.groups.heartbeat_at
+        self.monotonic_ms = self.groups.monotonic_ms
         self.leave_group = self.groups.leave_group
         self.remove_static_member = self.groups.remove_static_member
         self.commit_offsets = self.offsets.commit_offsets

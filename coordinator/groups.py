@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
+from types import MethodType
 
 from protocol.errors import ErrorCode
 
@@ -67,10 +68,16 @@ class GroupManager:
         shard.keep_alive = partial(rebalance.schedule_session, shard)
         self.join_group: Callable[[JoinGroupRequest], Deferred[JoinGroupResult]] = partial(join.join_group, shard)
         self.sync_group: Callable[[SyncGroupRequest], Deferred[SyncGroupResult]] = partial(sync.sync_group, shard)
-        # Heartbeat's hot path (the listener calls it per request): one partial call, no Result (it writes nothing).
-        self.heartbeat_fields: Callable[[str, int, str, str | None], ErrorCode] = partial(
+        # Heartbeat's hot path (the listener calls it per request), no Result (it writes nothing). Bound as methods
+        # (``MethodType``), not ``partial``: the interpreter unpacks a bound method and runs the function in its own
+        # frame loop, where a partial is a C call that starts another (and mallocs its arguments past five).
+        self.heartbeat_fields: Callable[[str, int, str, str | None], ErrorCode] = MethodType(
             heartbeat.heartbeat_fields, shard
         )
+        self.heartbeat_at: Callable[[int, str, int, str, str | None], ErrorCode] = MethodType(
+            heartbeat.heartbeat_at, shard
+        )
+        self.monotonic_ms: Callable[[], int] = clock.monotonic_ms  # the ``now_ms`` heartbeat_at takes
         self.leave_group: Callable[[LeaveGroupRequest], Deferred[LeaveGroupResult]] = partial(leave.leave_group, shard)
         self.remove_static_member: Callable[[str, str, str | None], Deferred[ErrorCode]] = partial(
             leave.remove_static_member, shard

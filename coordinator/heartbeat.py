@@ -24,7 +24,15 @@ _INVALID_GROUP_ID = ErrorCode.invalid_group_id
 def heartbeat_fields(
     shard: ClassicGroups, group_id: str, generation_id: int, member_id: str, instance_id: str | None
 ) -> ErrorCode:
-    """A Heartbeat from its fields (the server's Heartbeat path builds no request object)."""
+    """A Heartbeat from its fields (the server's Heartbeat path builds no request object), now."""
+    return heartbeat_at(shard, shard.clock.monotonic_ms(), group_id, generation_id, member_id, instance_id)
+
+
+def heartbeat_at(
+    shard: ClassicGroups, now_ms: int, group_id: str, generation_id: int, member_id: str, instance_id: str | None
+) -> ErrorCode:
+    """A Heartbeat from its fields, received at ``now_ms`` (``shard.clock.monotonic_ms()``, read by the caller: the
+    listener reads it once per read of the socket, for every heartbeat in that read)."""
     try:  # free unless it raises (zero-cost exceptions); the hot path stays as it was
         if not group_id:  # checked first: OffsetCommit may create a simple group with the empty id
             return _INVALID_GROUP_ID
@@ -47,9 +55,8 @@ def heartbeat_fields(
             return _ILLEGAL_GENERATION
         if state is EMPTY:  # H5 (unreachable: an Empty group has no members)
             return _UNKNOWN_MEMBER_ID
-        now = shard.clock.monotonic_ms()
-        member.last_heartbeat_monotonic_ms = now
-        deadline = member.session_deadline_monotonic_ms = now + member.session_timeout_ms
+        member.last_heartbeat_monotonic_ms = now_ms
+        deadline = member.session_deadline_monotonic_ms = now_ms + member.session_timeout_ms
         if deadline < member.session_timer_monotonic_ms:  # armed for longer (new-member join timeout): bring it in
             rebalance.schedule_session(shard, member)
         return _REBALANCE_IN_PROGRESS if state is PREPARING_REBALANCE else _NONE  # H6 / H7, H8

@@ -188,6 +188,9 @@ class Connection(asyncio.Protocol):
             server.max_frame_size if self.sasl is None else min(server.max_frame_size, MAX_RECEIVE_BEFORE_AUTH)
         )
         self.partial = False  # the decoder holds part of a frame (kept by data_received: no property call per read)
+        # The last client id _hot_heartbeats read, as received and decoded (most connections send one id throughout)
+        self.client_raw = b""
+        self.client_id: str | None = None
         self.slots: deque[Slot] = deque()
         self.backlog: deque[bytes] = deque()  # decoded frames not dispatched yet (at the in-flight limit)
         self.closing = False  # no more requests are dispatched; the connection closes after the ready answers
@@ -277,6 +280,16 @@ class Connection(asyncio.Protocol):
         out: list[bytes] = []
         client_host = self.client_host
         principal = self.principal
+        services = server.services
+        # The common heartbeat - ACLs off, not the one in HEARTBEAT_TIMING_SAMPLE that is timed, answered without
+        # error - costs the core's call and a packed answer here, the clock read once for the whole read; the rest
+        # goes through KafkaServer.heartbeat (the timed one, ACLs on) or KafkaServer.heartbeat_answer (refused).
+        fast = not services.authorizer.enabled
+        coordinator = services.coordinator
+        beat = coordinator.heartbeat_at
+        now = -1  # read at the first heartbeat of the read
+        sample = server.heartbeat_sample  # heartbeats since the timed one, kept here and stored back below
+        client_raw = self.client_raw
         while budget and end - pos >= 14:
             size, key, version, correlation_id, client_len = _HOT_PREFIX.unpack_from(data, pos)
             if key != _HEARTBEAT or size < 10 or size > max_size:
@@ -290,12 +303,13 @@ class Connection(asyncio.Protocol):
                 start += client_len
                 if start > stop:
                     break
-                try:  # (comparing with the last id by bytes.startswith instead costs more: step 27)
-                    client_id: str | None = data[pos + 14 : start].decode()
-                except UnicodeDecodeError:
-                    break
-            else:
-                client_id = None if client_len < 0 else ""
+                raw = data[pos + 14 : start]
+                if raw != client_raw:  # (decoded once per connection and id; comparing costs less than decoding)
+                    try:
+                        self.client_id = raw.decode()
+                    except UnicodeDecodeError:
+                        break
+                    client_raw = self.client_raw = raw
             reader, flexible = entry
             if flexible:
                 if start >= stop or data[start]:  # header tags: the general path skips them
@@ -309,13 +323,39 @@ class Connection(asyncio.Protocol):
                 break
             budget -= 1
             pos = stop
-            frame = server.heartbeat(version, correlation_id, client_id, body, client_host, principal)
+            untimed = sample + 1
+            if fast and untimed < HEARTBEAT_TIMING_SAMPLE:
+                if now < 0:
+                    now = coordinator.monotonic_ms()
+                error: int | Exception
+                try:
+                    error = beat(now, body.group_id, body.generation_id, body.member_id,
+                                 body.group_instance_id if version >= 3 else None)  # fmt: skip
+                except Exception as exc:
+                    error = exc
+                if error is _NO_ERROR:
+                    sample = untimed
+                    if version >= 4:
+                        out.append(HEARTBEAT_V4_FRAME.pack(12, correlation_id, 0, 0, 0, 0))
+                    else:
+                        out.append(heartbeat_response_frame(version, correlation_id, 0))
+                    continue
+                server.heartbeat_sample = untimed
+                client_id = self.client_id if client_len > 0 else None if client_len < 0 else ""
+                frame = server.heartbeat_answer(version, correlation_id, client_id, body, client_host, principal,
+                                                error, 0.0, untimed)  # fmt: skip
+            else:
+                server.heartbeat_sample = sample
+                client_id = self.client_id if client_len > 0 else None if client_len < 0 else ""
+                frame = server.heartbeat(version, correlation_id, client_id, body, client_host, principal)
+            sample = server.heartbeat_sample
             if frame is None:
                 if out:
                     self.transport.write(b"".join(out))  # type: ignore[union-attr]
                 self._finish("error")
                 return end
             out.append(frame)
+        server.heartbeat_sample = sample
         if out:
             self.last_active = server.active_clock
             if len(out) > self.peak_inflight:
@@ -1062,18 +1102,18 @@ class KafkaServer:
     def heartbeat(
         self, version: int, correlation_id: int, client_id: str | None, body: Any, client_host: str, principal: str
     ) -> bytes | None:
-        """The answer to a decoded Heartbeat (``handle``'s and ``Connection._hot_heartbeats``' path): the ACL check,
-        the core, one packed frame; every heartbeat counted, one in ``HEARTBEAT_TIMING_SAMPLE`` timed (see
-        ``handle``). None: not even an error response could be encoded (close the connection)."""
+        """The answer to a decoded Heartbeat (``handle``'s path, and ``Connection._hot_heartbeats``' for the timed
+        heartbeat and with ACLs on): the ACL check, the core, one packed frame; every heartbeat counted, one in
+        ``HEARTBEAT_TIMING_SAMPLE`` timed (see ``handle``). None: not even an error response could be encoded (close
+        the connection)."""
         untimed = self.heartbeat_sample + 1
         if untimed < HEARTBEAT_TIMING_SAMPLE:
             self.heartbeat_sample = untimed
             started = 0.0
         else:
             started = perf_counter()
-        frame: bytes | None
         authorizer = self.services.authorizer  # Read on the group (ACLs, issue #19): one attribute when off
-        error: int
+        error: int | Exception
         try:
             if authorizer.enabled and not authorizer.authorize(
                 principal, client_host, AclOperation.READ, ResourceType.GROUP, body.group_id
@@ -1086,21 +1126,61 @@ class KafkaServer:
                     body.member_id,
                     body.group_instance_id if version >= 3 else None,
                 )
-            if version >= 4:  # what heartbeat_response_frame packs, without the call (the version clients send)
-                frame = HEARTBEAT_V4_FRAME.pack(12, correlation_id, 0, 0, error, 0)
-            else:
-                frame = heartbeat_response_frame(version, correlation_id, error)
         except Exception as exc:
-            ctx = RequestContext(_HEARTBEAT, version, correlation_id, client_id or "", client_host, principal=principal)
-            request = Request(RequestHeader(_HEARTBEAT, version, correlation_id, client_id), body)
-            frame = self._error_frame(request, ctx, exc)
-            error = ctx.error
+            error = exc
+        return self.heartbeat_answer(version, correlation_id, client_id, body, client_host, principal, error, started,
+                                     untimed)  # fmt: skip
+
+    def heartbeat_answer(
+        self,
+        version: int,
+        correlation_id: int,
+        client_id: str | None,
+        body: Any,
+        client_host: str,
+        principal: str,
+        error: int | Exception,
+        started: float,
+        untimed: int,
+    ) -> bytes | None:
+        """The frame for a heartbeat answered with ``error`` (or failed with it), counted and, when ``started``, timed
+        (``untimed`` as ``heartbeat`` counts it). ``heartbeat``'s second half, and ``Connection._hot_heartbeats``'
+        for a heartbeat the core refused."""
+        frame: bytes | None
+        if isinstance(error, Exception):
+            frame, error = self._heartbeat_error_frame(version, correlation_id, client_id, body, client_host,
+                                                       principal, error)  # fmt: skip
+        else:
+            try:
+                if version >= 4:  # what heartbeat_response_frame packs, without the call (the version clients send)
+                    frame = HEARTBEAT_V4_FRAME.pack(12, correlation_id, 0, 0, error, 0)
+                else:
+                    frame = heartbeat_response_frame(version, correlation_id, error)
+            except Exception as exc:
+                frame, error = self._heartbeat_error_frame(version, correlation_id, client_id, body, client_host,
+                                                           principal, exc)  # fmt: skip
         if error is not _NO_ERROR:
             self._observe_heartbeat_error(started, untimed, error)
             refused(_HEARTBEAT, int(error), body.group_id, client_id, client_host, body.member_id)
         elif started:
             self._observe_heartbeats(started, untimed)
         return frame
+
+    def _heartbeat_error_frame(
+        self,
+        version: int,
+        correlation_id: int,
+        client_id: str | None,
+        body: Any,
+        client_host: str,
+        principal: str,
+        exc: Exception,
+    ) -> tuple[bytes | None, int]:
+        """The generic error answer to a heartbeat that raised ``exc``, and the error it reports."""
+        ctx = RequestContext(_HEARTBEAT, version, correlation_id, client_id or "", client_host, principal=principal)
+        request = Request(RequestHeader(_HEARTBEAT, version, correlation_id, client_id), body)
+        frame = self._error_frame(request, ctx, exc)
+        return frame, ctx.error
 
     def _answered(self, request: Request, ctx: RequestContext, started: float) -> None:
         """A request answered with ``ctx.error``: counted (and timed from ``started``) for the metrics, and logged

@@ -191,6 +191,9 @@ def test_internal_error_is_unknown_server_error_and_the_connection_carries_on(se
         def heartbeat_fields(self, *fields: Any) -> Any:  # the server's Heartbeat path
             raise RuntimeError("boom")
 
+        def heartbeat_at(self, *fields: Any) -> Any:  # the in-place Heartbeat path (Connection._hot_heartbeats)
+            raise RuntimeError("boom")
+
         def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 

@@ -96,6 +96,9 @@ _NO_ERROR = ErrorCode.none
 LARGE_WRITE = 65_536  # an answer this large is written on its own (see Connection._flush)
 HEARTBEAT_TIMING_SAMPLE = 64  # one heartbeat in 64 is timed for kgc_request_seconds (all are counted)
 _HOT_PREFIX = struct.Struct(">ihhih")  # frame size, api key, api version, correlation id, client id length
+# The v4 answer's pack, bound once: Python 3.11 compiles ``name.method(...)`` on an imported name as an attribute
+# load (it takes the name for a module), which builds a bound method per call.
+_PACK_HEARTBEAT_V4 = HEARTBEAT_V4_FRAME.pack
 
 
 class DeferredSlot:
@@ -278,19 +281,19 @@ class Connection(asyncio.Protocol):
         pos = 0
         budget = FRAMES_PER_TURN
         out: list[bytes] = []
-        client_host = self.client_host
-        principal = self.principal
         services = server.services
         # The common heartbeat - ACLs off, not the one in HEARTBEAT_TIMING_SAMPLE that is timed, answered without
         # error - costs the core's call and a packed answer here, the clock read once for the whole read; the rest
         # goes through KafkaServer.heartbeat (the timed one, ACLs on) or KafkaServer.heartbeat_answer (refused).
+        # ``left``: how many more are answered here before the timed one (heartbeat_sample, counted down; stored
+        # back below and around the calls that count it themselves); 0 with ACLs on.
         fast = not services.authorizer.enabled
+        left = HEARTBEAT_TIMING_SAMPLE - 1 - server.heartbeat_sample if fast else 0
         coordinator = services.coordinator
         beat = coordinator.heartbeat_at
         now = -1  # read at the first heartbeat of the read
-        sample = server.heartbeat_sample  # heartbeats since the timed one, kept here and stored back below
         client_raw = self.client_raw
-        while budget and end - pos >= 14:
+        while budget > 0 and end - pos >= 14:
             size, key, version, correlation_id, client_len = _HOT_PREFIX.unpack_from(data, pos)
             if key != _HEARTBEAT or size < 10 or size > max_size:
                 break
@@ -323,8 +326,7 @@ class Connection(asyncio.Protocol):
                 break
             budget -= 1
             pos = stop
-            untimed = sample + 1
-            if fast and untimed < HEARTBEAT_TIMING_SAMPLE:
+            if left > 0:
                 if now < 0:
                     now = coordinator.monotonic_ms()
                 error: int | Exception
@@ -334,33 +336,42 @@ class Connection(asyncio.Protocol):
                 except Exception as exc:
                     error = exc
                 if error is _NO_ERROR:
-                    sample = untimed
+                    left -= 1
                     if version >= 4:
-                        out.append(HEARTBEAT_V4_FRAME.pack(12, correlation_id, 0, 0, 0, 0))
+                        out.append(_PACK_HEARTBEAT_V4(12, correlation_id, 0, 0, 0, 0))
                     else:
                         out.append(heartbeat_response_frame(version, correlation_id, 0))
                     continue
-                server.heartbeat_sample = untimed
+                untimed = server.heartbeat_sample = HEARTBEAT_TIMING_SAMPLE - left
                 client_id = self.client_id if client_len > 0 else None if client_len < 0 else ""
-                frame = server.heartbeat_answer(version, correlation_id, client_id, body, client_host, principal,
-                                                error, 0.0, untimed)  # fmt: skip
+                frame = server.heartbeat_answer(version, correlation_id, client_id, body, self.client_host,
+                                                self.principal, error, 0.0, untimed)  # fmt: skip
             else:
-                server.heartbeat_sample = sample
+                if fast:
+                    server.heartbeat_sample = HEARTBEAT_TIMING_SAMPLE - 1
                 client_id = self.client_id if client_len > 0 else None if client_len < 0 else ""
-                frame = server.heartbeat(version, correlation_id, client_id, body, client_host, principal)
-            sample = server.heartbeat_sample
+                frame = server.heartbeat(version, correlation_id, client_id, body, self.client_host, self.principal)
+            if fast:
+                left = HEARTBEAT_TIMING_SAMPLE - 1 - server.heartbeat_sample
             if frame is None:
                 if out:
                     self.transport.write(b"".join(out))  # type: ignore[union-attr]
                 self._finish("error")
                 return end
             out.append(frame)
-        server.heartbeat_sample = sample
+        if fast:
+            server.heartbeat_sample = HEARTBEAT_TIMING_SAMPLE - 1 - left
         if out:
             self.last_active = server.active_clock
-            if len(out) > self.peak_inflight:
-                self.peak_inflight = len(out)
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[union-attr]
+            answers = len(out)
+            if answers == 1:
+                if not self.peak_inflight:
+                    self.peak_inflight = 1
+                self.transport.write(out[0])  # type: ignore[union-attr]
+            else:
+                if answers > self.peak_inflight:
+                    self.peak_inflight = answers
+                self.transport.write(b"".join(out))  # type: ignore[union-attr]
             if not budget and pos < end:  # this connection had its turn: the rest waits (as in _process)
                 self.backlog.extend(self.decoder.feed(data[pos:]))
                 self.partial = self.decoder.buffered != 0
@@ -1153,7 +1164,7 @@ class KafkaServer:
         else:
             try:
                 if version >= 4:  # what heartbeat_response_frame packs, without the call (the version clients send)
-                    frame = HEARTBEAT_V4_FRAME.pack(12, correlation_id, 0, 0, error, 0)
+                    frame = _PACK_HEARTBEAT_V4(12, correlation_id, 0, 0, error, 0)
                 else:
                     frame = heartbeat_response_frame(version, correlation_id, error)
             except Exception as exc:

@@ -330,19 +330,21 @@ def test_a_pipelining_connection_takes_turns_with_the_others(server: RunningApp)
 
     order: list[str] = []
     kafka = server.app.server
-    handle, answer_heartbeat = kafka.handle, kafka.heartbeat
+    handle, answer_heartbeat = kafka.handle, kafka.heartbeat_answer
 
     def recording_handle(request: Any, client_host: str, principal: str = "User:ANONYMOUS", joined: Any = None) -> Any:
         if request.header.api_key != 12:  # a heartbeat is recorded in recording_heartbeat (handle calls it)
             order.append(client_host)
         return handle(request, client_host, principal, joined)
 
-    def recording_heartbeat(*args: Any) -> Any:  # heartbeats read in place do not go through handle
+    # Every heartbeat here is refused (an unknown group), so each is answered by heartbeat_answer, whether read in
+    # place (which does not go through handle) or not.
+    def recording_heartbeat(*args: Any) -> Any:
         order.append(args[4])  # client_host
         return answer_heartbeat(*args)
 
     server.call(lambda: setattr(kafka, "handle", recording_handle))
-    server.call(lambda: setattr(kafka, "heartbeat", recording_heartbeat))
+    server.call(lambda: setattr(kafka, "heartbeat_answer", recording_heartbeat))
     flooder = socket.create_connection(("127.0.0.1", server.port), source_address=("127.0.0.2", 0))
     other = WireClient("127.0.0.1", server.port)
     heartbeat = build_request(12, 1, group_id="nope", generation_id=1, member_id="m")

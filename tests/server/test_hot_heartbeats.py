@@ -200,6 +200,24 @@ async def test_a_long_read_takes_turns_like_the_general_path() -> None:
         app.timer.cancel_all()
 
 
+async def test_refusals_across_the_timed_heartbeat_in_one_read() -> None:
+    """The in-place path counts the heartbeats it answers itself and hands the timed one and the refused ones to the
+    server: across several timing samples, with refusals before and after each timed one, the same counts."""
+    app, member_id, generation = await _app()
+    try:
+        beat = {"group_id": "g", "generation_id": generation, "member_id": member_id}
+        wrong = {**beat, "generation_id": generation + 1}  # ILLEGAL_GENERATION
+        frames = [_heartbeat(4 if corr % 5 else 1, corr, **(wrong if corr % 7 == 3 else beat)) for corr in range(200)]
+        for split in ([b"".join(frames)], [b"".join(frames[:61]), b"".join(frames[61:130]), b"".join(frames[130:])]):
+            hot = await _feed(app, split, hot=True)
+            general = await _feed(app, split, hot=False)
+            _same(hot, general)
+            assert ("in place", True) in hot[2]
+            assert sum(c[2] for c in hot[2] if c[0] == 12 and c[1] == 0) > 0  # timed samples were taken
+    finally:
+        app.timer.cancel_all()
+
+
 async def test_a_bad_frame_size_after_heartbeats_in_one_read() -> None:
     """The one difference from the general path: heartbeats read in place are answered before a bad frame size
     later in the same read closes the connection; the general path's decoder refuses the whole read. Both are

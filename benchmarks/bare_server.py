@@ -71,8 +71,32 @@ def answer(request: Request) -> Any:
     return error_response(key, version, ErrorCode.none, body)
 
 
+class _NoAcls:
+    enabled = False
+
+
+class _NoGroups:
+    """What the listener's Heartbeat paths call (``Connection._hot_heartbeats``, ``KafkaServer.heartbeat``): NONE for
+    every heartbeat, as ``answer``, and no clock."""
+
+    @staticmethod
+    def heartbeat_at(now_ms: int, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> Any:
+        return ErrorCode.none
+
+    @staticmethod
+    def heartbeat_fields(group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> Any:
+        return ErrorCode.none
+
+    @staticmethod
+    def monotonic_ms() -> int:
+        return 0
+
+
 class _NoServices:
     closing = False
+    authorizer = _NoAcls()
+    coordinator = _NoGroups()
+    observe_request = None  # no metrics
 
 
 class BareServer(KafkaServer):
@@ -84,12 +108,6 @@ class BareServer(KafkaServer):
     ) -> Slot:
         result = answer(request)
         return result if isinstance(result, bytes) else encode_response(request.header, result)
-
-    def heartbeat(
-        self, version: int, correlation_id: int, client_id: str | None, body: Any, client_host: str, principal: str
-    ) -> bytes | None:
-        """The heartbeats the listener reads in place (``Connection._hot_heartbeats``): NONE, as ``answer``."""
-        return heartbeat_response_frame(version, correlation_id, ErrorCode.none)
 
 
 async def _serve(host: str, port: int) -> None:

@@ -4,9 +4,9 @@ It owns the shard's ``ClassicGroups`` (plain data) and exposes the classic-group
 functions over that data, one module per API: ``coordinator.join`` (JoinGroup, with ``coordinator.static``),
 ``coordinator.sync``, ``coordinator.heartbeat``, ``coordinator.leave``; the phase machinery they share is
 ``coordinator.rebalance``, fault containment ``coordinator.faults``, removal/replay/loading
-``coordinator.lifecycle``. Each handler is bound once here (``functools.partial``), so a request costs no more
-indirection than a method call. The section numbers (§) and row ids (R4, N6, E10, S9, H6, L3 ...) in those modules
-refer to ``docs/semantics.md``.
+``coordinator.lifecycle``. Each handler is bound once here (``functools.partial``; Heartbeat's as methods), so a
+request costs no more indirection than a method call. The section numbers (§) and row ids (R4, N6, E10, S9, H6,
+L3 ...) in those modules refer to ``docs/semantics.md``.
 
 It is also the classic ``coordinator.group_type.GroupType``: the shard's ``GroupDirectory`` reads its groups
 (``groups_by_id``), removes them (``remove_group``) and creates simple groups through it

@@ -16,6 +16,8 @@ import pytest
 from coordinator import messages as m
 from daemon.app import App
 from daemon.settings import load_settings
+from protocol.errors import ErrorCode
+from security.acls import AclBinding, AclOperation, PatternType, PermissionType, ResourceType
 from servers.kafka.listener import FRAMES_PER_TURN, Connection
 
 from .wire import build_request, request_frame
@@ -214,6 +216,32 @@ async def test_refusals_across_the_timed_heartbeat_in_one_read() -> None:
             _same(hot, general)
             assert ("in place", True) in hot[2]
             assert sum(c[2] for c in hot[2] if c[0] == 12 and c[1] == 0) > 0  # timed samples were taken
+    finally:
+        app.timer.cancel_all()
+
+
+@pytest.mark.parametrize("denied", [False, True])
+async def test_with_acls_on_the_same_as_the_general_path(denied: bool) -> None:
+    """With ACLs on, every heartbeat read in place goes through the server's ACL check: allowed (no ACL on the group
+    and allow.everyone.if.no.acl.found) or denied (GROUP_AUTHORIZATION_FAILED), the same bytes and counts as the
+    general path, across timing samples."""
+    app, member_id, generation = await _app()
+    try:
+        authorizer = app.services.authorizer
+        authorizer.enabled = True
+        authorizer.allow_everyone_if_no_acl_found = True
+        if denied:
+            authorizer.index.add(AclBinding(ResourceType.GROUP, "g", PatternType.LITERAL, "User:ANONYMOUS", "*",
+                                            AclOperation.READ, PermissionType.DENY))  # fmt: skip
+        rng = random.Random(7)
+        first = _heartbeat(4, 1000, group_id="g", generation_id=generation, member_id=member_id)
+        frames = [first, *_frames(member_id, generation, rng, 150)]
+        hot = await _feed(app, [b"".join(frames)], hot=True)
+        general = await _feed(app, [b"".join(frames)], hot=False)
+        _same(hot, general)
+        assert ("in place", True) in hot[2]
+        codes = {c[1] for c in hot[2] if c[0] == 12}
+        assert (int(ErrorCode.group_authorization_failed) in codes) is denied
     finally:
         app.timer.cancel_all()
 

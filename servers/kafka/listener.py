@@ -547,6 +547,10 @@ class Connection(asyncio.Protocol):
             if close is not None:
                 self._finish(close)  # after the answer (SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM)
             return True
+        client_id = request.header.client_id
+        if client_id and client_id != self.client_id:  # the id _hot_heartbeats compares with (clients keep theirs)
+            self.client_id = client_id
+            self.client_raw = client_id.encode()  # the bytes received: the header decodes strict UTF-8
         self._push(self.server.handle(request, self.client_host, self.principal, self.joined))
         return True
 

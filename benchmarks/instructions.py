@@ -14,6 +14,9 @@ first use of each path imports and compiles), then one group of ``--members`` me
 * ``heartbeat``: one Heartbeat per member (each read holds one frame),
 * ``heartbeat16``: 16 Heartbeats per member, all arriving in one read (as pipelined by the load generator, which
   keeps 32 in flight per connection); counted per heartbeat.
+* ``commit``: one OffsetCommit v8 of 4 partitions per member (the commit benchmark's request), counted up to the
+  hand-off to storage (on SQLite the answer is written when the writer thread is done, outside the count; with
+  memory storage it is counted).
 
 ``--server lean`` runs the same exchange against ``benchmarks.lean_server`` (its connections behind the same
 in-memory transports), the denominator of the heartbeat ratio: the daemon's instructions per heartbeat over the lean
@@ -41,11 +44,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.client import HEARTBEAT_V, JOIN_V, decode, heartbeat_frame, join_frame, sync_error, sync_frame
+from benchmarks.client import (
+    HEARTBEAT_V,
+    JOIN_V,
+    commit_frame,
+    commit_ok,
+    decode,
+    heartbeat_frame,
+    join_frame,
+    sync_error,
+    sync_frame,
+)
 from protocol.framing import FrameDecoder
 from servers.kafka.listener import Connection, KafkaServer
 
-PHASES = ("join1", "join2", "sync", "heartbeat", "heartbeat16")
+PHASES = ("join1", "join2", "sync", "heartbeat", "heartbeat16", "commit")
+COMMIT_PARTITIONS = 4  # per OffsetCommit in the commit phase, as the commit benchmark sends
 BATCH = 16  # heartbeats per read in the heartbeat16 phase
 
 
@@ -154,6 +168,16 @@ async def _exchange(
     errors = {int(decode(12, HEARTBEAT_V, p).error_code) for p in answers}
     if errors != {0} or len(answers) != BATCH * len(conns):
         raise RuntimeError(f"Heartbeat errors: {sorted(errors)}, {len(answers)} answers")
+    commits = [
+        (c, commit_frame(group_id, generation, j.member_id, COMMIT_PARTITIONS))
+        for (c, _), j in zip(conns, joins, strict=True)
+    ]
+    _run("commit", counted, lambda cf: cf[0].data_received(cf[1]), commits)
+    await until(lambda: all(t.out for _, t in conns))  # answered once durable
+    ok = commit_ok(COMMIT_PARTITIONS)
+    bad = [p for _, t in conns for p in _answers(t) if not p.endswith(ok)]
+    if bad:
+        raise RuntimeError(f"OffsetCommit answers not all NONE: {bad[0]!r}")
 
 
 async def _inner_lean(members: int, counted: str | None) -> None:
@@ -175,6 +199,7 @@ async def _inner(members: int, storage: str, counted: str | None) -> None:
             http={"listen": ""},  # no operator API
             storage={"url": "memory"} if storage == "memory" else {"data_dir": data_dir},
             group={"initial_rebalance_delay_ms": 0},
+            topics={"initial": {"bench": COMMIT_PARTITIONS}},
         )
         app = await App.open(settings)
         await app.start()

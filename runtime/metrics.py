@@ -8,7 +8,9 @@ Rules of this module:
   time (``_RequestCollector``); ``observe_storage_write`` (per transaction) costs one dict lookup plus one
   prometheus observation: label children are cached per key, nothing is proportional to the number of groups.
 * Rebalance, member-removal and offset-commit metrics are derived from the records the core appends (the records are
-  the source of truth): ``Metrics`` listens to the ``runtime.record_stream.RecordStream`` the core appends to.
+  the source of truth): ``Metrics`` listens to the ``runtime.record_stream.RecordStream`` the core appends to. The
+  per-group ones are plain numbers rendered at scrape time with prometheus_client's exposition of a Counter or
+  Histogram (a prometheus_client child per group cost ~3.3 KB a group: a lock per bucket).
 * Group gauges (groups by state, members) are computed at scrape time from the live core, so joins and heartbeats
   pay nothing for them.
 * Per-partition offsets (``kafka_consumergroup_group_offset``, kafka-lag-exporter's name and labels, and
@@ -290,6 +292,73 @@ class _CommitCollector(Collector):
         yield commits
 
 
+class _LabelledCounter(Collector):
+    """A counter family from a plain dict: label values -> count, exposed as prometheus_client's ``Counter`` of the
+    same name, help and labels exposes it (children in the order their labels were first seen, values as floats).
+
+    The per-group series (``kgc_rebalances_total``, ``kgc_member_removals_total``) were prometheus_client children:
+    a ``MutexValue`` and its lock per series, kept for every group ever seen."""
+
+    def __init__(self, name: str, documentation: str, labels: list[str]) -> None:
+        self.name, self.documentation, self.labels = name, documentation, labels
+        self.counts: dict[tuple[str, ...], int] = {}
+
+    def inc(self, labels: tuple[str, ...]) -> None:
+        counts = self.counts
+        counts[labels] = counts.get(labels, 0) + 1
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.labels)
+        for labels, n in list(self.counts.items()):
+            family.add_metric(labels, float(n))
+        yield family
+
+
+class _LabelledHistogram(Collector):
+    """A histogram family from plain lists: label values -> [count per bucket (non-cumulative; the last is +Inf)...,
+    sum], exposed as prometheus_client's ``Histogram`` of the same name, help, labels and buckets exposes it (children
+    in the order their labels were first seen; an unlabelled one exposes its zeros before any observation).
+
+    ``kgc_rebalance_duration_seconds{group}`` was a prometheus_client histogram child per group: a ``MutexValue`` and
+    a lock per bucket, ~3.3 KB per group (~330 bytes per member at 10 members a group); a list of 18 numbers here."""
+
+    def __init__(self, name: str, documentation: str, labels: list[str], buckets: Sequence[float]) -> None:
+        self.name, self.documentation, self.labels = name, documentation, labels
+        self.buckets = tuple(buckets)
+        self._bounds = [floatToGoString(b) for b in self.buckets] + ["+Inf"]  # type: ignore[no-untyped-call]
+        self.series: dict[tuple[str, ...], list[float]] = {}
+        if not labels:
+            self.series[()] = self._new()
+
+    def _new(self) -> list[float]:
+        return [0] * (len(self.buckets) + 1) + [0.0]
+
+    def observe(self, labels: tuple[str, ...], value: float) -> None:
+        stats = self.series.get(labels)
+        if stats is None:
+            stats = self.series[labels] = self._new()
+        stats[bisect_left(self.buckets, value)] += 1  # bucket i: bounds[i-1] < value <= bounds[i], as Histogram
+        stats[-1] += value
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labels)
+        bounds = self._bounds
+        for labels, stats in list(self.series.items()):
+            cumulative: list[tuple[str, float]] = []
+            running = 0.0
+            for bound, in_bucket in zip(bounds, stats[:-1], strict=True):
+                running += in_bucket
+                cumulative.append((bound, float(running)))
+            family.add_metric(labels, cumulative, sum_value=stats[-1])
+        yield family
+
+
 # kafka-lag-exporter's labels for its per-partition consumer group series; ours use the same ones.
 _PARTITION_LABELS = ["cluster_name", "group", "topic", "partition", "member_host", "consumer_id", "client_id"]
 
@@ -417,14 +486,17 @@ class Metrics:
         self._requests = _RequestCollector()
         r.register(self._requests)
         self._connections: _ConnectionCollector | None = None
-        self.rebalances = Counter("kgc_rebalances", "Rebalances started, by cause.", ["cause", *g], registry=r)
-        self.rebalance_seconds = Histogram(
+        # Per-group series (rebalances, their durations, member removals): plain numbers read at scrape time, the
+        # exposition of the prometheus_client Counter/Histogram they were (one of those per group was ~3.3 KB).
+        self.rebalances = _LabelledCounter("kgc_rebalances", "Rebalances started, by cause.", ["cause", *g])
+        r.register(self.rebalances)
+        self.rebalance_seconds = _LabelledHistogram(
             "kgc_rebalance_duration_seconds",
             "Rebalance duration from PreparingRebalance to Stable.",
             g,
-            buckets=_REBALANCE_BUCKETS,
-            registry=r,
+            _REBALANCE_BUCKETS,
         )
+        r.register(self.rebalance_seconds)
         self.rebalance_phase_seconds = Histogram(
             "kgc_rebalance_phase_duration_seconds",
             "Duration of each rebalance phase: join (until the new generation) and sync (until Stable).",
@@ -432,9 +504,10 @@ class Metrics:
             buckets=_REBALANCE_BUCKETS,
             registry=r,
         )
-        self.member_removals = Counter(
-            "kgc_member_removals", "Members removed from groups, by cause.", ["cause", *g], registry=r
+        self.member_removals = _LabelledCounter(
+            "kgc_member_removals", "Members removed from groups, by cause.", ["cause", *g]
         )
+        r.register(self.member_removals)
         self.groups_deleted = Counter("kgc_groups_removed", "Groups removed, by cause.", ["cause"], registry=r)
         # Offset commits are counted per request once durable (hot path): plain counters, read at scrape time.
         self._commits = _CommitCollector(per_group_labels)
@@ -505,17 +578,14 @@ class Metrics:
             if rec.__class__ not in _HISTORY_TYPES:
                 continue  # state records (offset commits above all): nothing to count at append
             if isinstance(rec, RebalanceStarted):
-                labels = (rec.cause.value, rec.group_id) if per_group else (rec.cause.value,)
-                self.rebalances.labels(*labels).inc()
+                self.rebalances.inc((rec.cause.value, rec.group_id) if per_group else (rec.cause.value,))
             elif isinstance(rec, GroupStabilized):
-                hist = self.rebalance_seconds.labels(rec.group_id) if per_group else self.rebalance_seconds
-                hist.observe(rec.rebalance_duration_ms / 1000)
+                self.rebalance_seconds.observe((rec.group_id,) if per_group else (), rec.rebalance_duration_ms / 1000)
                 self.rebalance_phase_seconds.labels("sync").observe(rec.sync_duration_ms / 1000)
             elif isinstance(rec, JoinPhaseCompleted):
                 self.rebalance_phase_seconds.labels("join").observe(rec.join_duration_ms / 1000)
             elif isinstance(rec, MemberRemoved):
-                labels = (rec.cause.value, rec.group_id) if per_group else (rec.cause.value,)
-                self.member_removals.labels(*labels).inc()
+                self.member_removals.inc((rec.cause.value, rec.group_id) if per_group else (rec.cause.value,))
             elif isinstance(rec, GroupTombstone):
                 self.groups_deleted.labels(rec.cause.value).inc()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -194,3 +195,57 @@ def test_per_partition_offset_series_are_off_with_per_group_metrics_off() -> Non
     assert all("group" not in dict(labels) for _, labels in got)
     assert got[("kgc_offset_commits_total", (("kind", "member"),))] == 1  # the totals stay
     assert got[("kgc_offset_commits_total", (("kind", "admin"),))] == 1
+
+
+def _family(text: str, name: str) -> str:
+    """One family's lines (HELP, TYPE, samples) of a text exposition."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"# HELP {name} "))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("# HELP ")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+@pytest.mark.parametrize("per_group", [True, False])
+def test_per_group_series_expose_what_prometheus_client_counters_and_histograms_expose(per_group: bool) -> None:
+    """The rebalance and removal series are plain numbers rendered at scrape time: their exposition is, byte for
+    byte, that of the prometheus_client Counter and Histogram they replaced, fed the same observations (bucket
+    bounds included: a duration on a bound counts in that bound's bucket)."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    from coordinator.records import GroupStabilized, MemberRemoved, RebalanceCause, RebalanceStarted, RemovalCause
+    from runtime.metrics import _REBALANCE_BUCKETS
+
+    metrics = Metrics(per_group_labels=per_group)
+    g = ["group"] if per_group else []
+    registry = CollectorRegistry(auto_describe=False)
+    rebalances = Counter("kgc_rebalances", "Rebalances started, by cause.", ["cause", *g], registry=registry)
+    seconds = Histogram("kgc_rebalance_duration_seconds", "Rebalance duration from PreparingRebalance to Stable.", g,
+                        buckets=_REBALANCE_BUCKETS, registry=registry)  # fmt: skip
+    removals = Counter(
+        "kgc_member_removals", "Members removed from groups, by cause.", ["cause", *g], registry=registry
+    )
+    before = generate_latest(registry).decode()
+    durations_ms = [0, 5, 7, 10, 100, 999, 1_000, 2_500, 600_000, 700_000, 123_456]
+    records: list[Any] = []
+    for i in range(300):
+        group = f"g{(i * 7919) % 23}"
+        if i % 3 == 0:
+            cause = list(RebalanceCause)[i % len(RebalanceCause)]
+            records.append(RebalanceStarted(group, 1, cause, None, None, None, "Stable", 0))
+            rebalances.labels(cause.value, *([group] if per_group else [])).inc()
+        elif i % 3 == 1:
+            ms = durations_ms[i % len(durations_ms)]
+            records.append(GroupStabilized(group, 1, 0, ms, 0))
+            (seconds.labels(group) if per_group else seconds).observe(ms / 1000)
+        else:
+            removal = list(RemovalCause)[i % len(RemovalCause)]
+            records.append(MemberRemoved(group, "m", None, removal, None, 1, 0))
+            removals.labels(removal.value, *([group] if per_group else [])).inc()
+    if not per_group:  # before any observation: an unlabelled histogram exposes its zeros
+        assert _family(metrics.render().decode(), "kgc_rebalance_duration_seconds") == _family(
+            before, "kgc_rebalance_duration_seconds"
+        )
+    metrics.on_append(records)
+    ours, theirs = metrics.render().decode(), generate_latest(registry).decode()
+    for name in ("kgc_rebalances_total", "kgc_rebalance_duration_seconds", "kgc_member_removals_total"):
+        assert _family(ours, name) == _family(theirs, name)

@@ -17,6 +17,11 @@ from collections.abc import Callable
 from typing import Protocol
 
 TimerOp = Callable[[], None]
+# A timer key: a string (a group's join and sync timers), or the (group id, member id) of a member's session timer:
+# a tuple of two strings the group already holds (56 bytes) instead of a new ``heartbeat-<group>-<member>`` string
+# per member (~120 bytes; 1,000,000 members hold one each, and the timer one more for a member added from a pending
+# id). A tuple never equals a string, so the two kinds never collide.
+TimerKey = str | tuple[str, str]
 
 
 class Clock(Protocol):
@@ -30,11 +35,11 @@ class Clock(Protocol):
 
 
 class Timer(Protocol):
-    def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None: ...
+    def schedule(self, key: TimerKey, delay_ms: int, op: TimerOp) -> None: ...
 
-    def cancel(self, key: str) -> None: ...
+    def cancel(self, key: TimerKey) -> None: ...
 
-    def is_scheduled(self, key: str) -> bool: ...
+    def is_scheduled(self, key: TimerKey) -> bool: ...
 
 
 class SystemClock:
@@ -69,23 +74,23 @@ class ManualTimer:
 
     def __init__(self, clock: ManualClock) -> None:
         self._clock = clock
-        self._heap: list[tuple[int, int, str]] = []
-        self._live: dict[str, tuple[int, TimerOp]] = {}  # key -> (sequence, op)
+        self._heap: list[tuple[int, int, TimerKey]] = []
+        self._live: dict[TimerKey, tuple[int, TimerOp]] = {}  # key -> (sequence, op)
         self._seq = itertools.count()
 
-    def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None:
+    def schedule(self, key: TimerKey, delay_ms: int, op: TimerOp) -> None:
         seq = next(self._seq)
         deadline = self._clock.now_ms() + max(0, delay_ms)
         self._live[key] = (seq, op)
         heapq.heappush(self._heap, (deadline, seq, key))
 
-    def cancel(self, key: str) -> None:
+    def cancel(self, key: TimerKey) -> None:
         self._live.pop(key, None)
 
-    def is_scheduled(self, key: str) -> bool:
+    def is_scheduled(self, key: TimerKey) -> bool:
         return key in self._live
 
-    def deadline(self, key: str) -> int | None:
+    def deadline(self, key: TimerKey) -> int | None:
         entry = self._live.get(key)
         if entry is None:
             return None
@@ -94,8 +99,8 @@ class ManualTimer:
                 return deadline
         return None
 
-    def keys(self) -> list[str]:
-        return sorted(self._live)
+    def keys(self) -> list[TimerKey]:
+        return sorted(self._live, key=repr)
 
     def advance(self, ms: int) -> None:
         """Move time forward by ``ms``, firing every due timer at its own deadline, in order."""

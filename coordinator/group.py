@@ -102,8 +102,8 @@ class Member:
     session_deadline_monotonic_ms: int = 0
     session_timer_monotonic_ms: int = 0
     # Session-timer plumbing, built once per member (``coordinator.rebalance.track``) so that a heartbeat allocates
-    # nothing: the timer key ``heartbeat-<group>-<member>`` and the expiry operation bound to this group and member.
-    heartbeat_key: str = ""
+    # nothing: the timer key (group id, member id) and the expiry operation bound to this group and member.
+    heartbeat_key: tuple[str, str] = ("", "")
     expire_op: Callable[[], None] | None = None
 
     @property

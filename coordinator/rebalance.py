@@ -41,8 +41,9 @@ _NONE = ErrorCode.none
 __all__ = ["heartbeat_key", "join_key", "random_uuid", "sync_key"]
 
 
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"heartbeat-{group_id}-{member_id}"
+def heartbeat_key(group_id: str, member_id: str) -> tuple[str, str]:
+    """A member's (or a pending member id's) session timer key (``coordinator.clock.TimerKey``)."""
+    return (group_id, member_id)
 
 
 def join_key(group_id: str) -> str:

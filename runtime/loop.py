@@ -14,7 +14,7 @@ from heapq import heapify, heappop, heappush
 from itertools import count
 from typing import TypeVar
 
-from coordinator.clock import TimerOp
+from coordinator.clock import TimerKey, TimerOp
 from coordinator.deferred import Deferred
 
 log = logging.getLogger("runtime.loop")
@@ -56,8 +56,8 @@ class AsyncioTimer:
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop
-        self._entries: dict[str, _Entry] = {}
-        self._heap: list[tuple[float, int, str, _Entry]] = []
+        self._entries: dict[TimerKey, _Entry] = {}
+        self._heap: list[tuple[float, int, TimerKey, _Entry]] = []
         self._sequence = count()
         self._handle: asyncio.TimerHandle | None = None
         self._handle_at = _FIRED  # when the loop handle fires (inf: none armed)
@@ -68,7 +68,7 @@ class AsyncioTimer:
             self._loop = asyncio.get_running_loop()
         return self._loop
 
-    def schedule(self, key: str, delay_ms: int, op: TimerOp) -> None:
+    def schedule(self, key: TimerKey, delay_ms: int, op: TimerOp) -> None:
         loop = self._loop or self.loop
         deadline = loop.time() + (delay_ms if delay_ms > 0 else 0) / 1000.0
         entry = self._entries.get(key)
@@ -84,10 +84,10 @@ class AsyncioTimer:
         if deadline < self._handle_at:
             self._arm(deadline)
 
-    def cancel(self, key: str) -> None:
+    def cancel(self, key: TimerKey) -> None:
         self._entries.pop(key, None)  # its heap item is skipped when it comes up
 
-    def is_scheduled(self, key: str) -> bool:
+    def is_scheduled(self, key: TimerKey) -> bool:
         return key in self._entries
 
     def __len__(self) -> int:
@@ -135,11 +135,11 @@ class AsyncioTimer:
         if heap:
             self._arm(heap[0][0])
 
-    def _defer(self, key: str, entry: _Entry) -> None:
+    def _defer(self, key: TimerKey, entry: _Entry) -> None:
         if self._entries.get(key) is entry:
             self.loop.call_soon(self._run, key, entry)
 
-    def _run(self, key: str, entry: _Entry) -> None:
+    def _run(self, key: TimerKey, entry: _Entry) -> None:
         if self._entries.get(key) is not entry or entry.armed_at != _FIRED:
             return  # cancelled, replaced, or re-armed for an earlier deadline meanwhile (that item runs it)
         loop = self.loop

@@ -219,7 +219,7 @@ def session_end(env: Env, member_id: str, group_id: str = "g") -> int:
     """When a member's session ends: its deadline, which a heartbeat moves without a timer call; the session timer
     must be armed at or before it (when it fires early, it re-arms for the deadline)."""
     member = env.group(group_id).members[member_id]
-    armed = env.timer.deadline(f"heartbeat-{group_id}-{member_id}")
+    armed = env.timer.deadline((group_id, member_id))
     assert armed is not None and armed <= member.session_deadline_monotonic_ms, (armed, member)
     return member.session_deadline_monotonic_ms
 

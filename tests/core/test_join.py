@@ -265,7 +265,7 @@ def test_member_id_required_for_dynamic_v4_plus(env: Env) -> None:
     group = env.group()
     assert group.state is S.EMPTY and not group.members
     assert group.pending_join_members == {result.member_id}
-    assert env.timer.deadline(f"heartbeat-g-{result.member_id}") == 7_000
+    assert env.timer.deadline(("g", result.member_id)) == 7_000
 
 
 def test_dynamic_v3_member_is_added_at_once(env: Env) -> None:
@@ -533,7 +533,7 @@ def test_join_completion_answers_everyone_and_leader_gets_members(env: Env) -> N
     group = env.group()
     assert group.pending_sync_members == {ra.member_id, rb.member_id, rc.member_id}
     assert not any(m.is_new for m in group.members.values())
-    assert env.timer.deadline(f"heartbeat-g-{rb.member_id}") == env.now() + 10_000
+    assert env.timer.deadline(("g", rb.member_id)) == env.now() + 10_000
     assert env.timer.deadline("sync-g") == env.now() + 60_000
     ids = [ra.member_id, rb.member_id, rc.member_id]
     assert env.take() == [
@@ -593,7 +593,7 @@ def test_dynamic_members_that_do_not_rejoin_are_removed_and_leader_reelected(env
         removed(sg.leader, RemovalCause.JOIN_TIMEOUT, sg.generation, end),
         completed(sg.generation + 1, [follower, absent], end, started_at=t0),
     ]
-    assert env.timer.is_scheduled(f"heartbeat-g-{sg.leader}") is False
+    assert env.timer.is_scheduled(("g", sg.leader)) is False
 
 
 def test_join_phase_with_nobody_left_makes_group_empty_and_writes_record(env: Env) -> None:
@@ -660,7 +660,7 @@ def test_new_member_in_stable_group_triggers_rebalance_with_cause(env: Env) -> N
         joined(pending, now, client="c9"),
         started(sg.generation, RebalanceCause.NEW_MEMBER, now, previous="Stable", member=pending, reason="startup"),
     ]
-    assert env.timer.deadline(f"heartbeat-g-{pending}") == env.now() + 300_000  # new-member join timeout
+    assert env.timer.deadline(("g", pending)) == env.now() + 300_000  # new-member join timeout
     assert env.timer.deadline("join-g") == env.now() + 60_000
 
 

@@ -51,7 +51,7 @@ def test_acceptance_leave_with_reason_records_and_rebalance(env: Env) -> None:
     result = leave(env.gm, "g", LeaveMember(follower, None, REASON)).result()
     assert result.members == [LeaveMemberResult(follower, None, E.none)]
     assert follower not in env.group().members
-    assert not env.timer.is_scheduled(f"heartbeat-g-{follower}")
+    assert not env.timer.is_scheduled(("g", follower))
     assert env.group().state is S.PREPARING_REBALANCE
     now = env.now()
     assert env.take() == [
@@ -127,7 +127,7 @@ def test_pending_member_leave_rebalances_stable_group(env: Env) -> None:
     result = leave(env.gm, "g", pending).result()
     assert result.members == [LeaveMemberResult(pending, None, E.none)]
     assert not env.group().pending_join_members
-    assert not env.timer.is_scheduled(f"heartbeat-g-{pending}")
+    assert not env.timer.is_scheduled(("g", pending))
     # new coordinator: a pending-member leave counts, so a Stable group rebalances
     assert env.group().state is S.PREPARING_REBALANCE
     # a pending id was never a member: no MemberRemoved

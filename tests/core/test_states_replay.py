@@ -95,7 +95,7 @@ def test_replay_updates_existing_group_object_in_place(env: Env) -> None:
 def test_on_loaded_arms_sessions_and_expiry_rebalances(env: Env) -> None:
     env.gm.replay(stable_record(member_meta("m1"), member_meta("m2")))
     env.gm.on_loaded()
-    assert env.timer.deadline("heartbeat-g-m1") == 10_000
+    assert env.timer.deadline(("g", "m1")) == 10_000
     assert env.take() == []  # arming the sessions writes nothing
     for _ in range(3):
         env.advance(3_000)

@@ -59,7 +59,7 @@ def test_acceptance_static_restart_with_empty_member_id_keeps_group_stable_and_f
     # the new id inherits the assignment and a session timer
     assert heartbeat(env.gm, "g", new, sg.generation, "i1") is E.none
     assert sync(env.gm, "g", new, sg.generation, instance_id="i1").result().assignment == sg.assignments[old]
-    assert not env.timer.is_scheduled(f"heartbeat-g-{old}")
+    assert not env.timer.is_scheduled(("g", old))
     now = env.now()
     protocols = tuple(name for name, _ in DEFAULT_PROTOCOLS)
     assert env.take() == [
@@ -147,7 +147,7 @@ def test_static_replacement_waits_for_its_record_and_reverts_on_failure() -> Non
     assert group.members[old].assignment == sg.assignments[old]
     assert heartbeat(env.gm, "g", old, sg.generation, "i1") is E.none
     assert heartbeat(env.gm, "g", new, sg.generation, "i1") is E.fenced_instance_id
-    assert env.timer.is_scheduled(f"heartbeat-g-{old}") and not env.timer.is_scheduled(f"heartbeat-g-{new}")
+    assert env.timer.is_scheduled(("g", old)) and not env.timer.is_scheduled(("g", new))
     assert group.state is S.STABLE and group.num_members_awaiting_join == 0
 
 

@@ -153,7 +153,7 @@ def test_follower_parks_until_leader_assignment_is_durable() -> None:
     assert (f_reply.result().error, f_reply.result().assignment) == (E.none, b"F")
     assert (f_reply.result().protocol_type, f_reply.result().protocol_name) == ("consumer", "range")
     # session timers re-armed when the parked syncs were answered
-    assert env.timer.deadline(f"heartbeat-g-{follower}") == env.now() + 10_000
+    assert env.timer.deadline(("g", follower)) == env.now() + 10_000
 
 
 def test_leader_record_has_every_member_with_selected_metadata_and_missing_assignments_empty(env: Env) -> None:

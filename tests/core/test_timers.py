@@ -4,6 +4,7 @@ and re-validation of stale timers (§5.7)."""
 from __future__ import annotations
 
 from coordinator.group import GroupState
+from coordinator.rebalance import heartbeat_key
 from coordinator.records import (
     MemberRemoved,
     RebalanceCause,
@@ -38,14 +39,14 @@ def test_a_heartbeat_moves_the_session_end_past_the_armed_timer(env: Env) -> Non
     fires and waits for the new one: the member lives exactly session.timeout.ms after its last heartbeat."""
     sg = form_stable_group(env, n=1)
     member = sg.leader
-    armed = env.timer.deadline(f"heartbeat-g-{member}")
+    armed = env.timer.deadline(("g", member))
     assert armed == env.now() + 10_000
     env.advance(9_999)
     assert heartbeat(env.gm, "g", member, sg.generation) is E.none  # 1 ms before the armed timer fires
     last = env.now()
     env.take()
     env.advance(1)  # the armed timer fires: not expired, re-armed for last + 10_000
-    assert member in env.group().members and env.timer.deadline(f"heartbeat-g-{member}") == last + 10_000
+    assert member in env.group().members and env.timer.deadline(("g", member)) == last + 10_000
     env.advance(9_998)
     assert member in env.group().members and env.records() == []
     env.advance(1)
@@ -94,7 +95,7 @@ def test_heartbeat_of_a_parked_new_member_brings_its_expiry_in_to_the_session_ti
     env.advance(1_000)
     assert heartbeat(env.gm, "g", newcomer, sg.generation) is E.rebalance_in_progress
     beat = env.now()
-    assert env.timer.deadline(f"heartbeat-g-{newcomer}") == beat + 30_000
+    assert env.timer.deadline(("g", newcomer)) == beat + 30_000
     env.advance(20_000)
     heartbeat(env.gm, "g", follower, sg.generation)  # the follower stays alive without rejoining
     env.advance(9_999)
@@ -224,7 +225,7 @@ def test_stale_sync_timer_of_old_generation_is_ignored(env: Env) -> None:
 
 def test_stale_session_timer_of_removed_member_is_ignored(env: Env) -> None:
     sg = form_stable_group(env)
-    stale_op = env.timer._live[f"heartbeat-g-{sg.followers[0]}"][1]
+    stale_op = env.timer._live[("g", sg.followers[0])][1]
     leave(env.gm, "g", sg.followers[0])
     state, generation = env.group().state, env.group().generation_id
     env.take()
@@ -237,8 +238,8 @@ def test_timers_of_dropped_group_do_not_fire(env: Env) -> None:
     sg = form_stable_group(env, n=1)
     leave(env.gm, "g", sg.leader)
     pending = join(env.gm, "g", "").result().member_id
-    assert env.timer.is_scheduled(f"heartbeat-g-{pending}")
+    assert env.timer.is_scheduled(heartbeat_key("g", pending))
     env.gm.drop_group("g")
     assert env.gm.group("g") is None
-    scheduled: list[str] = env.timer.keys()
-    assert not [k for k in scheduled if k.endswith("-g") or "-g-" in k]
+    scheduled = env.timer.keys()
+    assert not [k for k in scheduled if (k[0] == "g" if isinstance(k, tuple) else k.endswith("-g"))]

@@ -256,6 +256,15 @@ class ClassicGroup:
             self.leader_id = next(iter(self.members), None)
         return member
 
+    def shared_protocols(self, protocols: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+        """A copy of ``protocols`` to keep in a member, or the leader's list when it is equal: the members of a group
+        mostly send the same protocols and metadata bytes, and 1,000,000 members held 1,000,000 copies (~180 bytes
+        each). Members' lists are never changed in place (``update_member`` replaces them), so sharing is safe."""
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is not None and leader.protocols == protocols:
+            return leader.protocols
+        return list(protocols)
+
     def update_member(
         self,
         member: Member,

@@ -171,7 +171,7 @@ def _join_new_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGroupRe
         if old_member_id is not None:  # N4
             static.replace_static_member(shard, group, req, old_member_id, new_member_id, out)
         else:  # N5: static members never get MEMBER_ID_REQUIRED
-            add_member(shard, group, member_from(req, new_member_id), out, req.reason)
+            add_member(shard, group, member_from(req, new_member_id, group), out, req.reason)
     elif req.api_version >= _MEMBER_ID_REQUIRED_VERSION:  # N6
         group.pending_join_members.add(new_member_id)
         shard.timer.schedule(
@@ -181,20 +181,33 @@ def _join_new_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGroupRe
         )
         reply.resolve(JoinGroupResult(error=ErrorCode.member_id_required, member_id=new_member_id))
     else:  # N7
-        add_member(shard, group, member_from(req, new_member_id), out, req.reason)
+        add_member(shard, group, member_from(req, new_member_id, group), out, req.reason)
 
 
-def member_from(req: JoinGroupRequest, member_id: str) -> Member:
-    # One per member-adding JoinGroup: built positionally (Member's first fields, in order; keywords cost ~0.8 us).
+def member_from(req: JoinGroupRequest, member_id: str, group: ClassicGroup | None = None) -> Member:
+    """The member a JoinGroup adds. Its client id, host, protocol type and protocol list are the group leader's
+    objects where they are equal (``ClassicGroup.shared_protocols``): the members of a group mostly send the same
+    ones, and each member holding its own copies cost ~300 bytes a member. One per member-adding JoinGroup: built
+    positionally (Member's first fields, in order; keywords cost ~0.8 us)."""
+    client_id, client_host, protocol_type = req.client_id, req.client_host, req.protocol_type
+    leader = group.members.get(group.leader_id) if group is not None and group.leader_id is not None else None
+    if leader is not None:
+        if leader.client_id == client_id:
+            client_id = leader.client_id
+        if leader.client_host == client_host:
+            client_host = leader.client_host
+        if leader.protocol_type == protocol_type:
+            protocol_type = leader.protocol_type
+    protocols = group.shared_protocols(req.protocols) if group is not None else list(req.protocols)
     return Member(
         member_id,
         req.group_instance_id,
-        req.client_id,
-        req.client_host,
+        client_id,
+        client_host,
         req.rebalance_timeout_ms,
         req.session_timeout_ms,
-        req.protocol_type,
-        list(req.protocols),
+        protocol_type,
+        protocols,
     )
 
 
@@ -235,7 +248,7 @@ def _join_existing_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGr
             # Kafka: IllegalStateException (a pending id is never static) -> UNKNOWN_SERVER_ERROR on the wire.
             reply.resolve(JoinGroupResult(error=ErrorCode.unknown_server_error, member_id=member_id))
             return
-        add_member(shard, group, member_from(req, member_id), out, req.reason)
+        add_member(shard, group, member_from(req, member_id, group), out, req.reason)
         return
     try:  # E4
         member = group.validate_member(member_id, req.group_instance_id)
@@ -284,5 +297,7 @@ def _update_member_then_rebalance_or_complete_join(
     if member.join_reply is not None:
         # A second JoinGroup replaces a parked one; answer the old one instead of leaving it dangling.
         member.join_reply.resolve(JoinGroupResult(error=ErrorCode.rebalance_in_progress, member_id=member.member_id))
-    group.update_member(member, list(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, out.reply)
+    group.update_member(
+        member, group.shared_protocols(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, out.reply
+    )
     rebalance.maybe_prepare_rebalance_or_complete_join(shard, group, cause, out, member, req.reason)

@@ -265,6 +265,17 @@ class ClassicGroup:
             return leader.protocols
         return list(protocols)
 
+    def shared_timeouts(self, rebalance_timeout_ms: int, session_timeout_ms: int) -> tuple[int, int]:
+        """The two timeouts, as the leader's int objects when equal: a session timeout of 45,000 ms is not one of
+        Python's cached small ints, so each member held two 32-byte ints of its own."""
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is not None:
+            if leader.rebalance_timeout_ms == rebalance_timeout_ms:
+                rebalance_timeout_ms = leader.rebalance_timeout_ms
+            if leader.session_timeout_ms == session_timeout_ms:
+                session_timeout_ms = leader.session_timeout_ms
+        return rebalance_timeout_ms, session_timeout_ms
+
     def update_member(
         self,
         member: Member,

@@ -186,9 +186,9 @@ def _join_new_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGroupRe
 
 def member_from(req: JoinGroupRequest, member_id: str, group: ClassicGroup | None = None) -> Member:
     """The member a JoinGroup adds. Its client id, host, protocol type and protocol list are the group leader's
-    objects where they are equal (``ClassicGroup.shared_protocols``): the members of a group mostly send the same
-    ones, and each member holding its own copies cost ~300 bytes a member. One per member-adding JoinGroup: built
-    positionally (Member's first fields, in order; keywords cost ~0.8 us)."""
+    objects where they are equal (``ClassicGroup.shared_protocols``), and so are its timeouts: the members of a group
+    mostly send the same ones, and each member holding its own copies cost ~300 bytes a member. One per
+    member-adding JoinGroup: built positionally (Member's first fields, in order; keywords cost ~0.8 us)."""
     client_id, client_host, protocol_type = req.client_id, req.client_host, req.protocol_type
     leader = group.members.get(group.leader_id) if group is not None and group.leader_id is not None else None
     if leader is not None:
@@ -199,13 +199,16 @@ def member_from(req: JoinGroupRequest, member_id: str, group: ClassicGroup | Non
         if leader.protocol_type == protocol_type:
             protocol_type = leader.protocol_type
     protocols = group.shared_protocols(req.protocols) if group is not None else list(req.protocols)
+    rebalance_timeout_ms, session_timeout_ms = req.rebalance_timeout_ms, req.session_timeout_ms
+    if group is not None:
+        rebalance_timeout_ms, session_timeout_ms = group.shared_timeouts(rebalance_timeout_ms, session_timeout_ms)
     return Member(
         member_id,
         req.group_instance_id,
         client_id,
         client_host,
-        req.rebalance_timeout_ms,
-        req.session_timeout_ms,
+        rebalance_timeout_ms,
+        session_timeout_ms,
         protocol_type,
         protocols,
     )
@@ -297,7 +300,6 @@ def _update_member_then_rebalance_or_complete_join(
     if member.join_reply is not None:
         # A second JoinGroup replaces a parked one; answer the old one instead of leaving it dangling.
         member.join_reply.resolve(JoinGroupResult(error=ErrorCode.rebalance_in_progress, member_id=member.member_id))
-    group.update_member(
-        member, group.shared_protocols(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, out.reply
-    )
+    timeouts = group.shared_timeouts(req.rebalance_timeout_ms, req.session_timeout_ms)
+    group.update_member(member, group.shared_protocols(req.protocols), *timeouts, out.reply)
     rebalance.maybe_prepare_rebalance_or_complete_join(shard, group, cause, out, member, req.reason)

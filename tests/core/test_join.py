@@ -28,6 +28,8 @@ from protocol.errors import ErrorCode
 from runtime.logging_setup import LogfmtFormatter
 from tests.core.conftest import (
     DEFAULT_PROTOCOLS,
+    REBALANCE_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
     Env,
     form_stable_group,
     heartbeat,
@@ -782,20 +784,24 @@ def test_log_lines_carry_the_group_as_a_field_and_name_the_cause(env: Env, caplo
 
 
 def test_members_sending_equal_protocols_share_one_copy_and_a_change_replaces_only_its_own(env: Env) -> None:
-    """The members of a group hold the leader's protocol list and strings when theirs are equal (memory: one copy a
-    group, not a member); a member that rejoins with other metadata gets its own list, the others keep theirs."""
+    """The members of a group hold the leader's protocol list, strings and timeouts when theirs are equal (memory: one
+    copy a group, not a member); a member that rejoins with other metadata gets its own list, the others keep theirs."""
 
     def fresh(metadata: bytes) -> list[tuple[str, bytes]]:  # equal values, distinct objects, as decoded per request
         return [("".join(["ran", "ge"]), bytes(bytearray(metadata)))]
 
     for metadata in (b"sub", b"sub", b"sub", b"other"):
         pending = join(env.gm, "g", "", protocols=fresh(metadata)).result().member_id
-        join(env.gm, "g", pending, protocols=fresh(metadata), client_id="".join(["cli", "ent"]))
+        fresh_ms = int(str(SESSION_TIMEOUT_MS))  # not a cached small int: a new object a request, as decoded
+        join(env.gm, "g", pending, protocols=fresh(metadata), client_id="".join(["cli", "ent"]),
+             session_timeout_ms=fresh_ms, rebalance_timeout_ms=int(str(REBALANCE_TIMEOUT_MS)))  # fmt: skip
     members = list(env.group().members.values())
     assert [m.protocols for m in members] == [fresh(b"sub")] * 3 + [fresh(b"other")]
     assert members[1].protocols is members[0].protocols and members[2].protocols is members[0].protocols
     assert members[3].protocols is not members[0].protocols
     assert all(m.client_id is members[0].client_id and m.protocol_type is members[0].protocol_type for m in members)
+    assert all(m.session_timeout_ms is members[0].session_timeout_ms for m in members)
+    assert all(m.rebalance_timeout_ms is members[0].rebalance_timeout_ms for m in members)
     join(env.gm, "g", members[1].member_id, protocols=fresh(b"changed"))  # E5: rejoins while the join phase runs
     assert [m.protocols for m in members] == [fresh(b"sub"), fresh(b"changed"), fresh(b"sub"), fresh(b"other")]
     join(env.gm, "g", members[3].member_id, protocols=fresh(b"sub"))

@@ -41,6 +41,11 @@ class Timer(Protocol):
 
     def is_scheduled(self, key: TimerKey) -> bool: ...
 
+    def held_key(self, key: TimerKey) -> TimerKey | None:
+        """The key object the timer holds for a scheduled key equal to ``key`` (None: none scheduled), so that a
+        caller keeping the key too can keep that one object rather than a second equal one."""
+        ...
+
 
 class SystemClock:
     """Wall-clock milliseconds (timestamps are persisted and shown to operators, so epoch time, not monotonic)."""
@@ -75,13 +80,13 @@ class ManualTimer:
     def __init__(self, clock: ManualClock) -> None:
         self._clock = clock
         self._heap: list[tuple[int, int, TimerKey]] = []
-        self._live: dict[TimerKey, tuple[int, TimerOp]] = {}  # key -> (sequence, op)
+        self._live: dict[TimerKey, tuple[int, TimerOp, TimerKey]] = {}  # key -> (sequence, op, the key object)
         self._seq = itertools.count()
 
     def schedule(self, key: TimerKey, delay_ms: int, op: TimerOp) -> None:
         seq = next(self._seq)
         deadline = self._clock.now_ms() + max(0, delay_ms)
-        self._live[key] = (seq, op)
+        self._live[key] = (seq, op, key)
         heapq.heappush(self._heap, (deadline, seq, key))
 
     def cancel(self, key: TimerKey) -> None:
@@ -89,6 +94,10 @@ class ManualTimer:
 
     def is_scheduled(self, key: TimerKey) -> bool:
         return key in self._live
+
+    def held_key(self, key: TimerKey) -> TimerKey | None:
+        entry = self._live.get(key)
+        return None if entry is None else entry[2]
 
     def deadline(self, key: TimerKey) -> int | None:
         entry = self._live.get(key)

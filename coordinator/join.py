@@ -251,6 +251,11 @@ def _join_existing_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGr
             # Kafka: IllegalStateException (a pending id is never static) -> UNKNOWN_SERVER_ERROR on the wire.
             reply.resolve(JoinGroupResult(error=ErrorCode.unknown_server_error, member_id=member_id))
             return
+        # The member keeps the pending id's own string (its session timer's key and the connection hold it), not the
+        # equal one this request decoded: one copy a member, not two (~95 bytes).
+        held = shard.timer.held_key(rebalance.heartbeat_key(group.group_id, member_id))
+        if isinstance(held, tuple):
+            member_id = held[1]
         add_member(shard, group, member_from(req, member_id, group), out, req.reason)
         return
     try:  # E4

@@ -69,8 +69,12 @@ class _ExpireMember:
 
 
 def track(shard: ClassicGroups, group: ClassicGroup, member: Member) -> None:
-    """Build the member's timer key and expiry operation once, so heartbeats allocate nothing."""
-    member.heartbeat_key = heartbeat_key(group.group_id, member.member_id)
+    """Build the member's timer key and expiry operation once, so heartbeats allocate nothing. A member added from a
+    pending id keeps the key object its pending timer was scheduled with (the timer keeps that one: one tuple a
+    member, not two)."""
+    key = heartbeat_key(group.group_id, member.member_id)
+    held = shard.timer.held_key(key)
+    member.heartbeat_key = held if isinstance(held, tuple) else key
     member.expire_op = _ExpireMember(shard, group, member.member_id)
 
 

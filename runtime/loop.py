@@ -26,9 +26,10 @@ class _Entry:
     """One scheduled key: the op and its deadline, and the deadline its heap item is armed for (<= deadline; ``inf``
     once fired: its op is on its way, ``AsyncioTimer._fire``)."""
 
-    __slots__ = ("armed_at", "deadline", "op")
+    __slots__ = ("armed_at", "deadline", "key", "op")
 
-    def __init__(self, deadline: float, op: TimerOp) -> None:
+    def __init__(self, key: TimerKey, deadline: float, op: TimerOp) -> None:
+        self.key = key  # the key object the entries dict holds (``AsyncioTimer.held_key``)
         self.deadline = deadline
         self.armed_at = deadline
         self.op = op
@@ -78,7 +79,7 @@ class AsyncioTimer:
             if deadline >= entry.armed_at:
                 return  # its heap item comes up first and goes back in for the new deadline
         else:
-            entry = self._entries[key] = _Entry(deadline, op)
+            entry = self._entries[key] = _Entry(key, deadline, op)
         entry.armed_at = deadline
         heappush(self._heap, (deadline, next(self._sequence), key, entry))
         if deadline < self._handle_at:
@@ -89,6 +90,10 @@ class AsyncioTimer:
 
     def is_scheduled(self, key: TimerKey) -> bool:
         return key in self._entries
+
+    def held_key(self, key: TimerKey) -> TimerKey | None:
+        entry = self._entries.get(key)
+        return None if entry is None else entry.key
 
     def __len__(self) -> int:
         return len(self._entries)

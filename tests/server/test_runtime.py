@@ -97,3 +97,18 @@ def test_tune_gc_freezes_start_up_objects_and_raises_the_young_threshold(thresho
         assert result["frozen"] > 1000  # the interpreter and coordinator modules
     else:
         assert result["after"] == result["before"] and result["frozen"] == 0
+
+
+async def test_held_key_is_the_key_object_first_scheduled_and_none_once_gone() -> None:
+    """A member added from a pending id keeps the key object its pending timer holds (coordinator.rebalance.track):
+    the timer hands it out for an equal key, whichever op and deadline were scheduled since."""
+    timer = AsyncioTimer()
+    first = ("g", "".join(["m", "-1"]))
+    timer.schedule(first, 60_000, lambda: None)
+    equal = ("g", "".join(["m-", "1"]))
+    assert equal == first and equal is not first
+    timer.schedule(equal, 30_000, lambda: None)  # replaces the op and deadline, not the key object
+    assert timer.held_key(equal) is first
+    timer.cancel(equal)
+    assert timer.held_key(first) is None
+    timer.cancel_all()

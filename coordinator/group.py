@@ -235,7 +235,11 @@ class ClassicGroup:
         if join_reply is not None:
             member.join_reply = join_reply
             self.num_members_awaiting_join += 1
-        self.pending_join_members.discard(member.member_id)
+        pending = self.pending_join_members
+        if pending:
+            pending.discard(member.member_id)
+            if not pending:
+                pending.clear()  # frees the table it grew to (emptied by discards, a set keeps it: ~500 B a group)
 
     def remove(self, member_id: str) -> Member | None:
         """Forget a member (or a pending MEMBER_ID_REQUIRED id). Parked replies are the caller's business."""

@@ -374,8 +374,11 @@ def cancel_pending_sync(shard: ClassicGroups, group: ClassicGroup) -> None:
 
 
 def remove_pending_sync_member(shard: ClassicGroups, group: ClassicGroup, member_id: str) -> None:
-    group.pending_sync_members.discard(member_id)
-    if group.state in (DEAD, EMPTY, PREPARING_REBALANCE) or not group.pending_sync_members:
+    pending = group.pending_sync_members
+    pending.discard(member_id)
+    if not pending:
+        pending.clear()  # frees the table it grew to (emptied by discards, a set keeps it)
+    if group.state in (DEAD, EMPTY, PREPARING_REBALANCE) or not pending:
         shard.timer.cancel(sync_key(group.group_id))
 
 

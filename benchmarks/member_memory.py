@@ -1,6 +1,7 @@
 """Bytes per member of formed consumer groups, in process: the real daemon, no sockets.
 
-    python -m benchmarks.member_memory [--groups 5000] [--members 10] [--storage sqlite|memory] [--tracemalloc 25]
+    python -m benchmarks.member_memory [--groups 5000] [--members 10] [--storage sqlite|memory] [--no-per-group-metrics]
+    python -m benchmarks.member_memory --groups 1000 --tracemalloc 30 [--frames 5]   # where the bytes are
 
 The real ``daemon.app.App`` (SQLite by default, per-group metrics as configured by default) runs in process; each
 group gets one in-memory connection (``benchmarks.instructions``' transport) over which its ``--members`` members
@@ -9,7 +10,8 @@ same frames as the load generator's ``scale`` scenario. Sessions are long (no ex
 warm-up group, RSS (VmRSS) is read before and after forming the groups (a full collection before each read); the
 difference over the members formed is the figure of benchmarks/notes.md's "Memory per member". With
 ``--tracemalloc N`` the allocations made while forming are traced as well and the ``N`` largest sites printed (by
-file and line; tracing costs time and its own memory, so the RSS figure of such a run is not the one to quote).
+file and line, or by the ``--frames`` innermost frames; tracing costs time and its own memory, so the RSS figure of
+such a run is not the one to quote).
 
 The in-memory connections stand for the clients' sockets: one per group here (a real deployment has one per
 member, whose kernel buffers are not in the daemon's RSS and whose transport objects are).
@@ -129,7 +131,9 @@ async def measure(
                 )
                 out["top"] = [
                     f"{s.size / (groups * members):8.1f} B/member {s.count / (groups * members):6.2f} obj/member  "
-                    + " <- ".join(f"{_short(f.filename)}:{f.lineno}" for f in s.traceback)
+                    + " <- ".join(
+                        f"{_short(f.filename)}:{f.lineno}" for f in reversed(s.traceback)
+                    )  # the allocating line first
                     for s in stats[:trace]
                 ]
             return out
@@ -140,7 +144,8 @@ async def measure(
 
 
 def _short(filename: str) -> str:
-    return filename.rsplit("site-packages/", 1)[-1].rsplit("/", 2)[-2:][0] + "/" + filename.rsplit("/", 1)[-1]
+    """The last directory and the file name of a traced frame's file (``<string>`` for generated code)."""
+    return "/".join(filename.rsplit("/", 2)[-2:])
 
 
 def main(argv: list[str] | None = None) -> int:

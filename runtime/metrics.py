@@ -10,7 +10,7 @@ Rules of this module:
 * Rebalance, member-removal and offset-commit metrics are derived from the records the core appends (the records are
   the source of truth): ``Metrics`` listens to the ``runtime.record_stream.RecordStream`` the core appends to. The
   per-group ones are plain numbers rendered at scrape time with prometheus_client's exposition of a Counter or
-  Histogram (a prometheus_client child per group cost ~3.3 KB a group: a lock per bucket).
+  Histogram (prometheus_client children cost ~5 KB a group: a value and a lock per bucket).
 * Group gauges (groups by state, members) are computed at scrape time from the live core, so joins and heartbeats
   pay nothing for them.
 * Per-partition offsets (``kafka_consumergroup_group_offset``, kafka-lag-exporter's name and labels, and
@@ -323,7 +323,8 @@ class _LabelledHistogram(Collector):
     in the order their labels were first seen; an unlabelled one exposes its zeros before any observation).
 
     ``kgc_rebalance_duration_seconds{group}`` was a prometheus_client histogram child per group: a ``MutexValue`` and
-    a lock per bucket, ~3.3 KB per group (~330 bytes per member at 10 members a group); a list of 18 numbers here."""
+    a lock per bucket; with the group's counter child ~5.4 KB a group (540 bytes a member at 10 a group, measured by
+    ``benchmarks.member_memory``). Here: a list of 18 numbers."""
 
     def __init__(self, name: str, documentation: str, labels: list[str], buckets: Sequence[float]) -> None:
         self.name, self.documentation, self.labels = name, documentation, labels
@@ -487,7 +488,7 @@ class Metrics:
         r.register(self._requests)
         self._connections: _ConnectionCollector | None = None
         # Per-group series (rebalances, their durations, member removals): plain numbers read at scrape time, the
-        # exposition of the prometheus_client Counter/Histogram they were (one of those per group was ~3.3 KB).
+        # exposition of the prometheus_client Counter/Histogram they were (their children cost ~5 KB a group).
         self.rebalances = _LabelledCounter("kgc_rebalances", "Rebalances started, by cause.", ["cause", *g])
         r.register(self.rebalances)
         self.rebalance_seconds = _LabelledHistogram(

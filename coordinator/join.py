@@ -185,11 +185,13 @@ def _join_new_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGroupRe
 
 
 def member_from(req: JoinGroupRequest, member_id: str, group: ClassicGroup | None = None) -> Member:
-    """The member a JoinGroup adds. Its client id, host, protocol type and protocol list are the group leader's
-    objects where they are equal (``ClassicGroup.shared_protocols``), and so are its timeouts: the members of a group
-    mostly send the same ones, and each member holding its own copies cost ~300 bytes a member. One per
-    member-adding JoinGroup: built positionally (Member's first fields, in order; keywords cost ~0.8 us)."""
+    """The member a JoinGroup adds. Its client id, host, protocol type, protocol list and timeouts are the group
+    leader's objects where they are equal (as ``ClassicGroup.shared_protocols`` and ``shared_timeouts``, inlined: every
+    member-adding join comes here): the members of a group mostly send the same ones, and each member holding its own
+    copies cost ~350 bytes a member. Built positionally (Member's first fields, in order; keywords cost ~0.8 us)."""
     client_id, client_host, protocol_type = req.client_id, req.client_host, req.protocol_type
+    rebalance_timeout_ms, session_timeout_ms = req.rebalance_timeout_ms, req.session_timeout_ms
+    protocols = req.protocols
     leader = group.members.get(group.leader_id) if group is not None and group.leader_id is not None else None
     if leader is not None:
         if leader.client_id == client_id:
@@ -198,10 +200,14 @@ def member_from(req: JoinGroupRequest, member_id: str, group: ClassicGroup | Non
             client_host = leader.client_host
         if leader.protocol_type == protocol_type:
             protocol_type = leader.protocol_type
-    protocols = group.shared_protocols(req.protocols) if group is not None else list(req.protocols)
-    rebalance_timeout_ms, session_timeout_ms = req.rebalance_timeout_ms, req.session_timeout_ms
-    if group is not None:
-        rebalance_timeout_ms, session_timeout_ms = group.shared_timeouts(rebalance_timeout_ms, session_timeout_ms)
+        if leader.rebalance_timeout_ms == rebalance_timeout_ms:
+            rebalance_timeout_ms = leader.rebalance_timeout_ms
+        if leader.session_timeout_ms == session_timeout_ms:
+            session_timeout_ms = leader.session_timeout_ms
+        if leader.protocols == protocols:
+            protocols = leader.protocols
+    if protocols is req.protocols:
+        protocols = list(protocols)  # the member's own copy
     return Member(
         member_id,
         req.group_instance_id,
@@ -214,8 +220,16 @@ def member_from(req: JoinGroupRequest, member_id: str, group: ClassicGroup | Non
     )
 
 
-def add_member(shard: ClassicGroups, group: ClassicGroup, member: Member, out: JoinOut, reason: str | None) -> None:
-    """Kafka's addMemberThenRebalanceOrCompleteJoin (§4.1.4); the member's JoinGroup is parked in ``out.reply``."""
+def add_member(
+    shard: ClassicGroups,
+    group: ClassicGroup,
+    member: Member,
+    out: JoinOut,
+    reason: str | None,
+    key: tuple[str, str] | None = None,
+) -> None:
+    """Kafka's addMemberThenRebalanceOrCompleteJoin (§4.1.4); the member's JoinGroup is parked in ``out.reply``.
+    ``key``: the session timer key its pending id was scheduled under (``rebalance.track``)."""
     now = shard.clock.now_ms()
     member.is_new = True
     member.joined_at_ms = now
@@ -223,7 +237,7 @@ def add_member(shard: ClassicGroups, group: ClassicGroup, member: Member, out: J
     if group.state is PREPARING_REBALANCE and group.previous_state is EMPTY:
         group.new_member_added = True  # extends the initial rebalance delay (§5.2)
     group.add(member, out.reply)
-    rebalance.track(shard, group, member)
+    rebalance.track(shard, group, member, key)
     # A new member cannot heartbeat while its JoinGroup is parked: it gets the new-member join timeout.
     rebalance.schedule_session(shard, member, shard.config.new_member_join_timeout_ms)
     out.records.append(member_joined(group, member, now))
@@ -253,10 +267,11 @@ def _join_existing_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGr
             return
         # The member keeps the pending id's own string (its session timer's key and the connection hold it), not the
         # equal one this request decoded: one copy a member, not two (~95 bytes).
-        held = shard.timer.held_key(rebalance.heartbeat_key(group.group_id, member_id))
+        held = shard.timer.held_key((group.group_id, member_id))  # rebalance.heartbeat_key
+        key = None
         if isinstance(held, tuple):
-            member_id = held[1]
-        add_member(shard, group, member_from(req, member_id, group), out, req.reason)
+            key, member_id = held, held[1]
+        add_member(shard, group, member_from(req, member_id, group), out, req.reason, key)
         return
     try:  # E4
         member = group.validate_member(member_id, req.group_instance_id)

@@ -68,13 +68,10 @@ class _ExpireMember:
         expire_member(self.shard, self.group, self.member_id)
 
 
-def track(shard: ClassicGroups, group: ClassicGroup, member: Member) -> None:
-    """Build the member's timer key and expiry operation once, so heartbeats allocate nothing. A member added from a
-    pending id keeps the key object its pending timer was scheduled with (the timer keeps that one: one tuple a
-    member, not two)."""
-    key = heartbeat_key(group.group_id, member.member_id)
-    held = shard.timer.held_key(key)
-    member.heartbeat_key = held if isinstance(held, tuple) else key
+def track(shard: ClassicGroups, group: ClassicGroup, member: Member, key: tuple[str, str] | None = None) -> None:
+    """Build the member's timer key and expiry operation once, so heartbeats allocate nothing. ``key``: the key
+    object of the member's pending id, which the timer holds (one tuple a member, not two)."""
+    member.heartbeat_key = heartbeat_key(group.group_id, member.member_id) if key is None else key
     member.expire_op = _ExpireMember(shard, group, member.member_id)
 
 

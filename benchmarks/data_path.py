@@ -211,7 +211,15 @@ def _produce_one(
     finally:
         daemon.stop()
     fetched = {"scenario": "fetch", "label": f"fetch {_size(size)} from {store}", "store": store, "size": size, **f}
-    print(f" {f['mb_per_s']:.1f} MB/s ({f['bytes'] / 1e6:.0f} MB, {f['requests']} requests)", flush=True)
+    # The bare readers of the same bytes on the same disk, right after (issue #20 point 5)
+    fetched["file_read"] = data_raw.file_read_baseline(work, batch, f["bytes"])
+    fetched["sqlite_read"] = data_raw.sqlite_read_baseline(work, batch, f["bytes"], per_batch)
+    print(
+        f" {f['mb_per_s']:.1f} MB/s ({f['bytes'] / 1e6:.0f} MB, {f['requests']} requests); bare file reader "
+        f"{fetched['file_read']['mb_per_s']:.1f} MB/s, bare SQLite reader "
+        f"{fetched['sqlite_read']['mb_per_s']:.1f} MB/s",
+        flush=True,
+    )
     return [out, fetched]
 
 
@@ -511,15 +519,26 @@ def produce_tables(results: list[Result], level: str = "###") -> list[str]:
         add(
             "The topic the produce run filled, read from offset 0 to the high watermark of every partition by one "
             "wire-level consumer (Fetch v12, `max_bytes` 50 MiB, 1 MiB per partition, one request in flight), on "
-            "the daemon restarted on that log (nothing from memory)."
+            "the daemon restarted on that log (nothing from the daemon's memory). Right after, the bare readers "
+            "read the same number of bytes of the same batches on the same disk: *file* a plain file written and "
+            "fsync'd, then read from the start in 1 MiB reads; *bare SQLite* a table shaped like "
+            "`partition_batches` read in offset order by one `SELECT` of the stdlib `sqlite3` (both from the page "
+            "cache, as the daemon's freshly written log is)."
         )
         add("")
-        add("| run | MB/s | msg/s | MB read | requests |")
-        add("|---|---:|---:|---:|---:|")
+        add(
+            "| run | MB/s | msg/s | MB read | requests | bare file reader MB/s | daemon / file | bare SQLite reader "
+            "MB/s | daemon / bare SQLite |"
+        )
+        add("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in fetch:
+            file_mb = (r.get("file_read") or {}).get("mb_per_s")
+            sql_mb = (r.get("sqlite_read") or {}).get("mb_per_s")
+            of_file = f"{r['mb_per_s'] / file_mb:.0%}" if file_mb else "-"
+            of_sql = f"{r['mb_per_s'] / sql_mb:.0%}" if sql_mb else "-"
             add(
                 f"| {r['label']} | {_f(r['mb_per_s'])} | {_f(r['msgs_per_s'], 0)} | {_f(r['bytes'] / 1e6, 0)} | "
-                f"{r['requests']} |"
+                f"{r['requests']} | {_f(file_mb)} | {of_file} | {_f(sql_mb)} | {of_sql} |"
             )
         add("")
     return lines

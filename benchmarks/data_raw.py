@@ -292,6 +292,68 @@ def sqlite_baseline(
     return {"batches_per_s": rate, "mb_per_s": rate * len(batch) / 1e6, "group": group, "commits": commits}
 
 
+def file_read_baseline(directory: Path, batch: bytes, total_bytes: int) -> dict[str, Any]:
+    """The bare reader of a plain file: about ``total_bytes`` of copies of ``batch`` written to a file on the same
+    disk (and fsync'd, as a durable log is), then read back from the start in 1 MiB reads; MB/s of the read. The
+    page cache holds what was just written, as it holds the daemon's freshly written log."""
+    path = directory / f"read-baseline-{os.getpid()}.log"
+    copies = max(1, total_bytes // len(batch))
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        chunk = batch * max(1, (1 << 20) // len(batch))
+        left = copies
+        per_chunk = len(chunk) // len(batch)
+        while left > 0:
+            n = min(left, per_chunk)
+            os.write(fd, chunk if n == per_chunk else batch * n)
+            left -= n
+        os.fsync(fd)
+        os.lseek(fd, 0, os.SEEK_SET)
+        read = 0
+        started = time.perf_counter()
+        while data := os.read(fd, 1 << 20):
+            read += len(data)
+        seconds = time.perf_counter() - started
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return {"bytes": read, "seconds": round(seconds, 4), "mb_per_s": read / seconds / 1e6 if seconds else 0.0}
+
+
+def sqlite_read_baseline(directory: Path, batch: bytes, total_bytes: int, records_per_batch: int) -> dict[str, Any]:
+    """The bare reader of SQLite: the same batches as rows of a table shaped like ``partition_batches`` (written in
+    transactions of 100 with the daemon's pragmas), then read back in offset order with the stdlib ``sqlite3``, one
+    ``SELECT`` over the table; MB/s of the read."""
+    import sqlite3
+
+    path = directory / f"read-bare-{os.getpid()}.db"
+    copies = max(1, total_bytes // len(batch))
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(_TABLE.format(blob="BLOB"))
+        now = int(time.time() * 1000)
+        offset = 0
+        while offset < copies * records_per_batch:
+            group = min(100, copies - offset // records_per_batch)
+            conn.execute("BEGIN")
+            rows = _rows(batch, group, offset, records_per_batch, now)
+            conn.executemany("INSERT INTO bare_batches VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+            offset += group * records_per_batch
+        read = 0
+        started = time.perf_counter()
+        for (data,) in conn.execute("SELECT data FROM bare_batches ORDER BY topic, partition_index, base_offset"):
+            read += len(data)
+        seconds = time.perf_counter() - started
+    finally:
+        conn.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return {"bytes": read, "seconds": round(seconds, 4), "mb_per_s": read / seconds / 1e6 if seconds else 0.0}
+
+
 async def pg_baseline(url: str, batch: bytes, group: int, seconds: float, records_per_batch: int) -> dict[str, Any]:
     """``group`` rows of the batch bytes in one ``INSERT ... SELECT unnest(...)`` + COMMIT (asyncpg, one connection;
     the daemon's writer uses the same statement form), into a table shaped like ``partition_batches`` with the same

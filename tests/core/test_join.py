@@ -821,8 +821,15 @@ def test_a_member_added_from_a_pending_id_keeps_the_pending_ids_string_and_timer
 
 def test_a_formed_group_does_not_keep_the_tables_its_pending_sets_grew_to(env: Env) -> None:
     """A set emptied by discards keeps the table it grew to; the pending join and sync sets are emptied once per
-    rebalance, so a formed group keeps none (memory: ~1 KB a group of 10)."""
-    form_stable_group(env, n=10)
+    rebalance, so a formed group keeps none (memory: ~1 KB a group of 10). The ten first JoinGroups arrive before
+    any rejoin, as when real consumers start together: all ten pending ids are held at once."""
+    firsts = [join(env.gm, "g", "", client_id=f"c{i}") for i in range(10)]
+    replies = [join(env.gm, "g", first.result().member_id, client_id=f"c{i}") for i, first in enumerate(firsts)]
+    env.run_until(lambda: all(r.done for r in replies))
+    leader, generation = replies[0].result().leader, replies[0].result().generation_id
+    members = [r.result().member_id for r in replies]
+    syncs = [sync(env.gm, "g", m, generation, {m: b"a" for m in members} if m == leader else None) for m in members]
+    env.run_until(lambda: all(s.done for s in syncs))
     group = env.group()
     assert not group.pending_join_members and not group.pending_sync_members
     assert (

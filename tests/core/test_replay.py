@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -111,7 +111,8 @@ def test_loading_offset_rows_rebuilds_what_replaying_their_records_does() -> Non
     commit(coord, "consumers", ("t", 0, 10), ("t", 1, 11), generation=g.generation, member_id=g.leader)
     commit(coord, "simple", ("a", 0, 1), ("a", 1, 2))
     commit(coord, "simple", ("a", 0, 4), version=2, retention_ms=1_000_000)
-    commit(coord, "other", ("b", 3, 7))
+    with_epoch = replace(commit_request("other"), partitions=[OffsetCommitPartition("b", 3, 7, 5, "meta")])
+    assert coord.commit_offsets(with_epoch).done  # a leader epoch and metadata, which the rows carry too
     live = snapshot(coord)
     rows = [
         (gid, [

@@ -260,25 +260,38 @@ class ClassicGroup:
             self.leader_id = next(iter(self.members), None)
         return member
 
-    def shared_protocols(self, protocols: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-        """A copy of ``protocols`` to keep in a member, or the leader's list when it is equal: the members of a group
-        mostly send the same protocols and metadata bytes, and 1,000,000 members held 1,000,000 copies (~180 bytes
-        each). Members' lists are never changed in place (``update_member`` replaces them), so sharing is safe."""
+    def shared_fields(
+        self,
+        client_id: str,
+        client_host: str,
+        protocol_type: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocols: list[tuple[str, bytes]],
+    ) -> tuple[str, str, str, int, int, list[tuple[str, bytes]]]:
+        """These fields of a joining member, as the group leader's objects wherever they are equal, else as given (the
+        protocol list copied): the members of a group mostly send the same ones, and each member holding its own
+        copies cost ~350 bytes a member at 1,000,000 members (a 45,000 ms timeout is not one of Python's cached small
+        ints; the protocol list holds the metadata bytes). Members' lists are never changed in place
+        (``update_member`` replaces them), so sharing is safe."""
         leader = self.members.get(self.leader_id) if self.leader_id is not None else None
-        if leader is not None and leader.protocols == protocols:
-            return leader.protocols
-        return list(protocols)
-
-    def shared_timeouts(self, rebalance_timeout_ms: int, session_timeout_ms: int) -> tuple[int, int]:
-        """The two timeouts, as the leader's int objects when equal: a session timeout of 45,000 ms is not one of
-        Python's cached small ints, so each member held two 32-byte ints of its own."""
-        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        shared = protocols
         if leader is not None:
+            if leader.client_id == client_id:
+                client_id = leader.client_id
+            if leader.client_host == client_host:
+                client_host = leader.client_host
+            if leader.protocol_type == protocol_type:
+                protocol_type = leader.protocol_type
             if leader.rebalance_timeout_ms == rebalance_timeout_ms:
                 rebalance_timeout_ms = leader.rebalance_timeout_ms
             if leader.session_timeout_ms == session_timeout_ms:
                 session_timeout_ms = leader.session_timeout_ms
-        return rebalance_timeout_ms, session_timeout_ms
+            if leader.protocols == protocols:
+                shared = leader.protocols
+        if shared is protocols:
+            shared = list(protocols)  # the member's own copy
+        return client_id, client_host, protocol_type, rebalance_timeout_ms, session_timeout_ms, shared
 
     def update_member(
         self,

@@ -184,30 +184,13 @@ def _join_new_member(shard: ClassicGroups, group: ClassicGroup, req: JoinGroupRe
         add_member(shard, group, member_from(req, new_member_id, group), out, req.reason)
 
 
-def member_from(req: JoinGroupRequest, member_id: str, group: ClassicGroup | None = None) -> Member:
-    """The member a JoinGroup adds. Its client id, host, protocol type, protocol list and timeouts are the group
-    leader's objects where they are equal (as ``ClassicGroup.shared_protocols`` and ``shared_timeouts``, inlined: every
-    member-adding join comes here): the members of a group mostly send the same ones, and each member holding its own
-    copies cost ~350 bytes a member. Built positionally (Member's first fields, in order; keywords cost ~0.8 us)."""
-    client_id, client_host, protocol_type = req.client_id, req.client_host, req.protocol_type
-    rebalance_timeout_ms, session_timeout_ms = req.rebalance_timeout_ms, req.session_timeout_ms
-    protocols = req.protocols
-    leader = group.members.get(group.leader_id) if group is not None and group.leader_id is not None else None
-    if leader is not None:
-        if leader.client_id == client_id:
-            client_id = leader.client_id
-        if leader.client_host == client_host:
-            client_host = leader.client_host
-        if leader.protocol_type == protocol_type:
-            protocol_type = leader.protocol_type
-        if leader.rebalance_timeout_ms == rebalance_timeout_ms:
-            rebalance_timeout_ms = leader.rebalance_timeout_ms
-        if leader.session_timeout_ms == session_timeout_ms:
-            session_timeout_ms = leader.session_timeout_ms
-        if leader.protocols == protocols:
-            protocols = leader.protocols
-    if protocols is req.protocols:
-        protocols = list(protocols)  # the member's own copy
+def member_from(req: JoinGroupRequest, member_id: str, group: ClassicGroup) -> Member:
+    """The member a JoinGroup adds, its fields the group leader's objects where equal (``shared_fields``). Built
+    positionally (Member's first fields, in order; keywords cost ~0.8 us)."""
+    client_id, client_host, protocol_type, rebalance_timeout_ms, session_timeout_ms, protocols = group.shared_fields(
+        req.client_id, req.client_host, req.protocol_type, req.rebalance_timeout_ms, req.session_timeout_ms,
+        req.protocols,
+    )  # fmt: skip
     return Member(
         member_id,
         req.group_instance_id,
@@ -320,6 +303,9 @@ def _update_member_then_rebalance_or_complete_join(
     if member.join_reply is not None:
         # A second JoinGroup replaces a parked one; answer the old one instead of leaving it dangling.
         member.join_reply.resolve(JoinGroupResult(error=ErrorCode.rebalance_in_progress, member_id=member.member_id))
-    timeouts = group.shared_timeouts(req.rebalance_timeout_ms, req.session_timeout_ms)
-    group.update_member(member, group.shared_protocols(req.protocols), *timeouts, out.reply)
+    *_, rebalance_timeout_ms, session_timeout_ms, protocols = group.shared_fields(
+        member.client_id, member.client_host, member.protocol_type, req.rebalance_timeout_ms, req.session_timeout_ms,
+        req.protocols,
+    )  # fmt: skip
+    group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, out.reply)
     rebalance.maybe_prepare_rebalance_or_complete_join(shard, group, cause, out, member, req.reason)

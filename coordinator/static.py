@@ -72,9 +72,11 @@ def replace_static_member(
     rebalance.track(shard, group, new_member)
     rebalance.schedule_session(shard, new_member)
     saved = (new_member.protocols, new_member.rebalance_timeout_ms, new_member.session_timeout_ms)
-    group.update_member(
-        new_member, group.shared_protocols(req.protocols), req.rebalance_timeout_ms, req.session_timeout_ms, reply
-    )
+    *_, rebalance_timeout_ms, session_timeout_ms, protocols = group.shared_fields(
+        new_member.client_id, new_member.client_host, new_member.protocol_type, req.rebalance_timeout_ms,
+        req.session_timeout_ms, req.protocols,
+    )  # fmt: skip
+    group.update_member(new_member, protocols, rebalance_timeout_ms, session_timeout_ms, reply)
     out.records.append(member_joined(group, new_member, now))
     log.info(
         "static member replaced %s in %s",

@@ -15,6 +15,8 @@ from benchmarks import client as c
 from benchmarks import load, servers
 from benchmarks.load import Options
 
+from .scenarios import check, served
+
 OURS = ("protocol", "coordinator", "broker", "security", "storage", "runtime", "servers", "daemon", "spark_jobs")
 
 
@@ -32,26 +34,16 @@ def test_the_lean_server_imports_no_code_of_the_daemon() -> None:
 
 @pytest.fixture(scope="module")
 def lean(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Server]:
-    srv = servers.lean(tmp_path_factory.mktemp("lean"), pin_core=False)
-    try:
-        srv.wait_ready(60)
-        yield srv
-    finally:
-        srv.stop()
-
-
-def _check(result: dict[str, object]) -> None:
-    assert "error" not in result, result.get("error")
-    assert result["errors"] == 0, result
+    yield from served(servers.lean(tmp_path_factory.mktemp("lean"), pin_core=False))
 
 
 def test_heartbeat_and_commit_scenarios(lean: servers.Server) -> None:
     common = {"port": lean.port, "workers": 1, "connections": 2, "window": 2, "duration": 0.5, "warmup": 0.1}
     heartbeat = load.run(Options("heartbeat", groups=3, members=3, tag="lean-hb-", **common))  # type: ignore[arg-type]
-    _check(heartbeat)
+    check(heartbeat)
     assert heartbeat["members"] == 9 and isinstance(heartbeat["count"], int) and heartbeat["count"] > 0
     commit = load.run(Options("commit", groups=2, members=1, partitions=3, tag="lean-c-", **common))  # type: ignore[arg-type]
-    _check(commit)
+    check(commit)
     assert isinstance(commit["count"], int) and commit["count"] > 0
 
 

@@ -12,20 +12,13 @@ import pytest
 from benchmarks import load, servers
 from benchmarks.load import Options
 
+from .scenarios import check, served
+
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.Server]:
-    srv = servers.daemon(tmp_path_factory.mktemp("daemon"), storage_url="memory", delay_ms=50, pin_core=False)
-    try:
-        srv.wait_ready(60)
-        yield srv
-    finally:
-        srv.stop()
-
-
-def _check(result: dict[str, object]) -> None:
-    assert "error" not in result, result.get("error")
-    assert result["errors"] == 0, result
+    work = tmp_path_factory.mktemp("daemon")
+    yield from served(servers.daemon(work, storage_url="memory", delay_ms=50, pin_core=False))
 
 
 def test_heartbeat_closed_and_open_loop(daemon: servers.Server) -> None:
@@ -42,12 +35,12 @@ def test_heartbeat_closed_and_open_loop(daemon: servers.Server) -> None:
         tag="smoke-",
     )
     result = load.run(base)
-    _check(result)
+    check(result)
     assert result["members"] == 12
     assert isinstance(result["count"], int) and result["count"] > 0
     assert result["p50_ms"] <= result["p99_ms"] <= result["max_ms"]
     fixed = load.run(Options(**{**vars(base), "rate": 200.0, "tag": "smoke-r-"}))
-    _check(fixed)
+    check(fixed)
     assert isinstance(fixed["count"], int) and fixed["count"] > 0
 
 
@@ -67,19 +60,19 @@ def test_commit(daemon: servers.Server) -> None:
             tag="smoke-",
         )
     )
-    _check(result)
+    check(result)
     assert isinstance(result["count"], int) and result["count"] > 0
     assert result["partition_commits_rate"] == result["rate"] * 3
 
 
 def test_rebalance_and_scale(daemon: servers.Server) -> None:
     rebalance = load.run(Options("rebalance", port=daemon.port, workers=2, members=5, delay_ms=50, tag="smoke-"))
-    _check(rebalance)
+    check(rebalance)
     assert rebalance["members"] == 5 and rebalance["join_requests"] >= 5
     scale = load.run(
         Options("scale", port=daemon.port, workers=1, groups=3, members=2, connections=2, pid=daemon.pid, tag="smoke-")
     )
-    _check(scale)
+    check(scale)
     assert scale["members"] == 6 and isinstance(scale["VmRSS"], int) and scale["VmRSS"] > 0
 
 
@@ -102,13 +95,13 @@ def test_bare_server_answers_the_same_scenarios(tmp_path: Path) -> None:
                 tag="smoke-",
             )
         )
-        _check(result)
+        check(result)
         assert isinstance(result["count"], int) and result["count"] > 0
         heartbeat = load.run(
             Options("heartbeat", port=srv.port, workers=1, groups=2, members=2, connections=2, window=2,
                     duration=0.5, warmup=0.1, tag="smoke-hb-")
         )  # fmt: skip
-        _check(heartbeat)  # answered in place by the listener (BareServer.heartbeat)
+        check(heartbeat)  # answered in place by the listener (BareServer.heartbeat)
         assert isinstance(heartbeat["count"], int) and heartbeat["count"] > 0
     finally:
         srv.stop()
